@@ -1,0 +1,43 @@
+// Turns pg_group_options_t plus the process environment into a complete GroupConfig.
+// Sources, in order: explicit options, torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then Slurm (SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID, SLURM_NTASKS_PER_NODE...) and Open MPI (OMPI_COMM_WORLD_RANK, _SIZE,
+// _LOCAL_RANK, _LOCAL_SIZE). Also PROCGROUP_BACKEND, PROCGROUP_TIMEOUT (seconds),
+// PROCGROUP_STORE_TOKEN. Every missing or malformed value gives PG_ERR_CONFIG naming the
+// variable and what would set it.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "procgroup/procgroup.h"
+
+namespace procgroup::detail {
+
+// Looks a variable up; the default reads the process environment. Injectable for tests.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+EnvLookup process_env();
+
+struct GroupConfig {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string master_addr;     // resolved: never empty
+  int master_port = 29500;
+  std::string store_url;       // resolved: tcp://addr:port, file:///..., or memory: (size 1)
+  std::string backend;         // as given (name or path); empty: the caller picks the default
+  std::string store_token;
+  Millis timeout{300000};
+  int device_type = -1;        // -1: no hint
+  std::string name = "world";
+  std::string launcher;        // "options", "torchrun", "slurm" or "openmpi": where rank came from
+};
+
+Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
+                                         const EnvLookup& env);
+
+}  // namespace procgroup::detail
