@@ -1,7 +1,7 @@
 // The rendezvous key-value store: what ranks use to find each other. Implementations:
-// a TCP store hosted by rank 0 (tcp_store.h), a file store for one host (file_store.h),
-// an in-memory store for single-rank groups, and a prefix view that scopes keys to one
-// group (prefix_store.h). All are thread-safe; blocking calls honour their timeout.
+// a TCP store hosted by rank 0 (tcp_store_server.h, tcp_store_client.h), a file store for
+// one host (file_store.h), an in-memory store for single-rank groups, and a prefix view
+// scoping keys to one group. All are thread-safe; blocking calls honour their timeout.
 //
 //   PG_ASSIGN_OR_RETURN(auto store, open_store({.url = "tcp://127.0.0.1:29500", .rank = r,
 //                                                .world_size = n, .timeout = Millis(30000)}));

@@ -1,0 +1,274 @@
+// The TCP store server's semantics: authentication, requests, and GET/WAIT held until
+// their keys are set. Runs on the loop thread only.
+#include <algorithm>
+
+#include "common/log.h"
+#include "store/tcp_store_loop.h"
+
+namespace procgroup::detail {
+namespace {
+
+// Far enough for any rendezvous, near enough that time_point arithmetic cannot overflow.
+constexpr int64_t kMaxWaitMs = int64_t{30} * 24 * 3600 * 1000;
+
+Bytes ok_frame() { return FrameWriter(Op::kOk).finish(); }
+Bytes bool_frame(bool v) { return FrameWriter(Op::kBool).u8(v ? 1 : 0).finish(); }
+Bytes value_frame(std::span<const uint8_t> v) { return FrameWriter(Op::kValue).str(v).finish(); }
+
+std::string to_string(std::span<const uint8_t> b) { return std::string(as_chars(b)); }
+
+}  // namespace
+
+void TcpStoreServer::Loop::send_hello(Connection& c) {
+  bool auth = !options_.token.empty();
+  if (auth) {
+    auto nonce = make_nonce();
+    if (!nonce.ok()) {
+      fail(c, PG_ERR_INTERNAL, nonce.status().message());
+      return;
+    }
+    c.nonce = nonce.value();
+    arm(c, TimerKind::kAuth, Clock::now() + options_.auth_timeout);
+  } else {
+    c.authenticated = true;
+  }
+  queue(c, FrameWriter(Op::kHello)
+               .u32(kProtocolMagic)
+               .u8(kProtocolVersion)
+               .u8(auth ? 1 : 0)
+               .raw(c.nonce)
+               .finish());
+}
+
+void TcpStoreServer::Loop::handle_frame(Connection& c, std::span<const uint8_t> body) {
+  FrameReader reader(body);
+  uint8_t opcode = reader.u8();
+  if (!is_request(opcode)) {
+    fail(c, PG_ERR_STORE, fmt::format("unknown command 0x{:02x}", opcode));
+    return;
+  }
+  auto op = static_cast<Op>(opcode);
+  if (!c.authenticated) {
+    if (op != Op::kAuth) {
+      fail(c, PG_ERR_AUTH, "this store requires PROCGROUP_STORE_TOKEN authentication first");
+      return;
+    }
+    handle_auth(c, reader);
+    return;
+  }
+  if (op == Op::kAuth) {
+    fail(c, PG_ERR_STORE, "unexpected auth command (already authenticated)");
+    return;
+  }
+  handle_request(c, op, reader);
+}
+
+void TcpStoreServer::Loop::handle_auth(Connection& c, FrameReader& reader) {
+  auto answer = reader.raw(kMacBytes, "auth answer");
+  if (!reader.finish()) {
+    fail(c, PG_ERR_AUTH, reader.error());
+    return;
+  }
+  if (!auth_verify(options_.token, c.nonce, answer)) {
+    fail(c, PG_ERR_AUTH, "wrong PROCGROUP_STORE_TOKEN");
+    return;
+  }
+  c.authenticated = true;
+  if (c.auth_at) timers_.erase({*c.auth_at, c.id, TimerKind::kAuth});
+  c.auth_at.reset();
+  queue(c, ok_frame());
+}
+
+void TcpStoreServer::Loop::handle_request(Connection& c, Op op, FrameReader& r) {
+  // Fields first; a malformed frame closes the connection before anything changes.
+  int64_t timeout_ms = 0;
+  int64_t delta = 0;
+  std::vector<std::string> keys;
+  std::span<const uint8_t> value, expected, desired;
+  switch (op) {
+    case Op::kGet:
+    case Op::kWait: timeout_ms = r.i64(); break;
+    default: break;
+  }
+  if (op == Op::kWait || op == Op::kCheck) {
+    uint32_t count = r.u32();
+    if (count > kMaxKeysPerRequest) {
+      fail(c, PG_ERR_STORE,
+           fmt::format("{} keys in one {} exceeds the limit of {}", count, op_text(op),
+                       kMaxKeysPerRequest));
+      return;
+    }
+    for (uint32_t i = 0; i < count && !r.failed(); ++i) {
+      keys.push_back(to_string(r.str("key", kMaxKeyBytes)));
+    }
+  } else {
+    keys.push_back(to_string(r.str("key", kMaxKeyBytes)));
+  }
+  switch (op) {
+    case Op::kSet: value = r.str("value", kMaxValueBytes); break;
+    case Op::kAdd: delta = r.i64(); break;
+    case Op::kCompareSet:
+      expected = r.str("expected value", kMaxValueBytes);
+      desired = r.str("desired value", kMaxValueBytes);
+      break;
+    default: break;
+  }
+  if (!r.finish()) {
+    fail(c, PG_ERR_STORE, fmt::format("malformed {} request: {}", op_text(op), r.error()));
+    return;
+  }
+  // Request errors: answered, and the connection stays usable.
+  for (const auto& key : keys) {
+    Status valid = validate_key(key);
+    if (!valid.ok()) {
+      queue_error(c, valid.code(), valid.message());
+      return;
+    }
+  }
+  std::string key = keys.empty() ? std::string() : keys.front();
+  auto found = keys.empty() ? data_.end() : data_.find(key);
+  const Bytes* current = found == data_.end() ? nullptr : &found->second;
+  switch (op) {
+    case Op::kSet: {
+      Status s = store_value(key, Bytes(value.begin(), value.end()));
+      if (s.ok()) {
+        queue(c, ok_frame());
+      } else {
+        queue_error(c, s.code(), s.message());
+      }
+      return;
+    }
+    case Op::kGet:
+      if (current != nullptr) {
+        queue(c, value_frame(*current));
+        return;
+      }
+      start_wait(c, Waiter{Op::kGet, key, {key}, timeout_ms, {}});
+      return;
+    case Op::kAdd: {
+      Result<int64_t> sum = apply_add(key, current, delta);
+      Status s = sum.ok() ? store_value(key, counter_bytes(sum.value())) : sum.status();
+      if (!s.ok()) {
+        queue_error(c, s.code(), s.message());
+        return;
+      }
+      queue(c, FrameWriter(Op::kInt).i64(sum.value()).finish());
+      return;
+    }
+    case Op::kCompareSet: {
+      if (!compare_matches(current, expected)) {
+        queue(c, value_frame(current != nullptr ? std::span<const uint8_t>(*current)
+                                                : std::span<const uint8_t>()));
+        return;
+      }
+      Status s = store_value(key, Bytes(desired.begin(), desired.end()));
+      if (!s.ok()) {
+        queue_error(c, s.code(), s.message());
+        return;
+      }
+      queue(c, value_frame(desired));
+      return;
+    }
+    case Op::kRemove:
+      queue(c, bool_frame(found != data_.end()));
+      if (found != data_.end()) data_.erase(found);
+      return;
+    case Op::kWait: {
+      Waiter w{Op::kWait, {}, {}, timeout_ms, {}};
+      for (const auto& k : keys) {
+        if (!data_.contains(k) &&
+            std::find(w.missing.begin(), w.missing.end(), k) == w.missing.end()) {
+          w.missing.push_back(k);
+        }
+      }
+      if (w.missing.empty()) {
+        queue(c, ok_frame());
+        return;
+      }
+      start_wait(c, std::move(w));
+      return;
+    }
+    case Op::kCheck: {
+      bool all = std::all_of(keys.begin(), keys.end(),
+                             [&](const std::string& k) { return data_.contains(k); });
+      queue(c, bool_frame(all));
+      return;
+    }
+    default: fail(c, PG_ERR_STORE, fmt::format("unexpected command {}", op_text(op))); return;
+  }
+}
+
+Status TcpStoreServer::Loop::store_value(const std::string& key, Bytes value) {
+  auto it = data_.find(key);
+  if (it == data_.end()) {
+    if (data_.size() >= options_.max_keys) {
+      return make_error(PG_ERR_STORE, "the store is full ({} keys); cannot add key {}",
+                        data_.size(), printable_key(key));
+    }
+    data_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+  notify(key);
+  return ok_status();
+}
+
+void TcpStoreServer::Loop::notify(const std::string& key) {
+  auto it = waiting_on_.find(key);
+  if (it == waiting_on_.end()) return;
+  std::vector<uint64_t> ids = std::move(it->second);
+  waiting_on_.erase(it);
+  for (uint64_t id : ids) {
+    auto conn = connections_.find(id);
+    if (conn == connections_.end() || !conn->second.waiter) continue;
+    auto& missing = conn->second.waiter->missing;
+    std::erase(missing, key);
+    if (missing.empty()) complete_wait(conn->second);
+  }
+}
+
+void TcpStoreServer::Loop::start_wait(Connection& c, Waiter waiter) {
+  if (waiter.timeout_ms <= 0) {
+    c.waiter = std::move(waiter);
+    expire_wait(c);
+    return;
+  }
+  waiter.deadline = Clock::now() + Millis(std::min(waiter.timeout_ms, kMaxWaitMs));
+  for (const auto& key : waiter.missing) waiting_on_[key].push_back(c.id);
+  timers_.emplace(waiter.deadline, c.id, TimerKind::kWaiter);
+  c.waiter = std::move(waiter);
+}
+
+void TcpStoreServer::Loop::drop_wait(Connection& c) {
+  if (!c.waiter) return;
+  for (const auto& key : c.waiter->missing) {
+    auto it = waiting_on_.find(key);
+    if (it == waiting_on_.end()) continue;
+    std::erase(it->second, c.id);
+    if (it->second.empty()) waiting_on_.erase(it);
+  }
+  timers_.erase({c.waiter->deadline, c.id, TimerKind::kWaiter});
+  c.waiter.reset();
+}
+
+void TcpStoreServer::Loop::complete_wait(Connection& c) {
+  if (c.waiter->op == Op::kGet) {
+    queue(c, value_frame(data_.at(c.waiter->get_key)));
+  } else {
+    queue(c, ok_frame());
+  }
+  drop_wait(c);
+  ready_.push_back(c.id);  // parse its next request and flush, outside notify()
+}
+
+void TcpStoreServer::Loop::expire_wait(Connection& c) {
+  const Waiter& w = *c.waiter;
+  std::string what = w.op == Op::kGet ? fmt::format("key {} was", printable_key(w.get_key))
+                                      : fmt::format("keys {} were", printable_keys(w.missing));
+  queue_error(c, PG_ERR_TIMEOUT,
+              fmt::format("{} not set within {} ms", what, std::max<int64_t>(w.timeout_ms, 0)));
+  drop_wait(c);
+  ready_.push_back(c.id);
+}
+
+}  // namespace procgroup::detail
