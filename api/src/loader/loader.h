@@ -23,23 +23,26 @@ inline constexpr uint32_t kMinBackendInterface = 1;
 inline constexpr uint32_t kMaxBackendInterface = PG_BACKEND_INTERFACE_VERSION;
 
 struct Plugin {
-  std::string name;          // the negotiated name
-  std::string path;          // the file loaded
+  std::string name;  // the negotiated name
+  std::string path;  // the file loaded
   std::string description;
-  uint32_t version = 0;      // the negotiated interface version
+  uint32_t version = 0;  // the negotiated interface version
   uint32_t native_ops = 0;
   uint32_t native_dtypes = 0;
   uint32_t native_reduce_ops = 0;
   uint32_t devices = 0;
   const pg_backend_ops_t* ops = nullptr;
-  void* handle = nullptr;    // dlopen handle, owned by the registry
+  void* handle = nullptr;  // dlopen handle, owned by the registry
 };
 using PluginRef = std::shared_ptr<const Plugin>;
 
-// host must outlive every loaded plugin (the core passes a static one).
+// host must outlive every loaded plugin (the core passes a static one). Its set_error must
+// set this thread's last error (set_last_error), as pg_last_error() promises: that is how
+// the loader reads a failing negotiate's reason. Loads are serialised; thread-safe.
 Result<PluginRef> load_backend(std::string_view name_or_path, const pg_host_services_t* host);
 
-// The plugin file names tried for a name, in order (for messages and tests).
+// The plugin file names tried for a name, in order (for messages and tests): each
+// non-empty PROCGROUP_PLUGIN_PATH entry, then procgroup/ beside the file holding the loader.
 std::vector<std::string> plugin_candidates(std::string_view name);
 
 }  // namespace procgroup::detail
