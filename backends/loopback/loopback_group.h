@@ -1,0 +1,181 @@
+// The loopback backend's group: the state its ranks (threads of one process) share, and
+// each rank's handle with its worker thread.
+//
+// All ranks of a group hold one SharedGroup, found through a process-wide registry at
+// rendezvous. One mutex guards it; data is copied outside the lock. A collective is
+// numbered per rank (the k-th collective issued there) rather than by the core's seq,
+// because send/recv consume seq numbers unevenly across ranks. The protocol for
+// collective k on rank r (see run_task):
+//   post     slots[r].posted = k, slots[r].desc = what r contributes; wait for every rank
+//            to post k (or the deadline: then the whole group fails with PG_ERR_TIMEOUT)
+//   commit   check that all ranks agree (else PG_ERR_MISMATCH on every rank); committed = k
+//   compute  read peers' buffers directly, without the lock
+//   finish   finished = k; wait until every rank has finished k, so no peer still reads
+//            our input once our work completes; then copy out in-place results
+// A failed group (abort, timeout) lets no rank commit any more, and every exit still waits
+// for the ranks that did commit to finish reading.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loopback_work.h"
+#include "procgroup/procgroup_backend.h"
+
+namespace procgroup::loopback {
+
+// ---- Collectives (loopback_ops.cc) ----------------------------------------------
+
+// One rank's collective, normalised from pg_backend_op_t: in-place forms resolved to the
+// address this rank contributes (src, read by peers) and the address of its result (dst).
+struct OpDesc {
+  pg_op_t op = PG_OP_BARRIER;
+  pg_reduce_op_t reduce_op = PG_REDUCE_SUM;
+  int32_t root = 0;
+  pg_dtype_t dtype = PG_DTYPE_INVALID;
+  uint64_t n = 0;      // elements per rank, as in procgroup.h
+  uint64_t esize = 0;  // bytes per element
+  uint64_t seq = 0;    // the core's sequence number, for messages only
+  const uint8_t* src = nullptr;
+  uint8_t* dst = nullptr;
+  bool in_place = false;  // the result overwrites src: compute into a temporary first
+};
+
+uint64_t dtype_size(pg_dtype_t dtype);  // 0 for an invalid dtype
+const char* op_name(pg_op_t op);
+// Validates op for this rank and fills *desc.
+Outcome normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* desc);
+// "allreduce(f32 x 1024, sum)", "broadcast(f32 x 8, root 2)", ...
+std::string describe(const OpDesc& desc);
+// Empty when every rank called the same collective; else a message naming the first
+// rank that differs from rank 0. Every rank computes the same answer.
+std::string check_agreement(std::span<const OpDesc> all);
+// Computes rank's result from every rank's desc. In-place results go to *temp; the
+// caller copies them to dst once no peer reads src any more.
+Outcome compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
+                           std::vector<uint8_t>* temp);
+
+// ---- Shared state ---------------------------------------------------------------
+
+struct Task {
+  WorkRef work;
+  OpDesc desc;
+  Clock::time_point deadline;
+  uint64_t index = 0;  // this rank's collective number, from 1
+};
+
+struct Slot {
+  bool joined = false;
+  bool stopping = false;  // the rank is being destroyed: its worker drains and exits
+  uint64_t issued = 0;    // collectives issued on this rank
+  uint64_t posted = 0;    // see the protocol above
+  uint64_t committed = 0;
+  uint64_t finished = 0;
+  OpDesc desc;             // of the collective `posted`
+  std::deque<Task> queue;  // issued, not yet run by the worker
+  int deliveries = 0;      // peer threads copying into this rank's recv buffers now
+};
+
+struct P2pKey {
+  int dst;
+  int src;
+  uint64_t tag;
+  auto operator<=>(const P2pKey&) const = default;
+};
+
+struct PendingRecv {
+  WorkRef work;
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  uint64_t seq = 0;
+  Clock::time_point deadline;
+  int64_t timeout_ms = 0;
+};
+
+struct SharedGroup {
+  SharedGroup(std::string id, int n, uint64_t registry_key)
+      : group_id(std::move(id)), size(n), instance(registry_key), slots(n) {}
+
+  // Marks the group failed: queued collectives and pending recvs of every rank fail now,
+  // workers wake up, and nothing new starts. index: the collective that timed out (0: none).
+  void fail_locked(pg_status_t status, std::string message, uint64_t index);
+  // What a work fails with once the group has failed. index: the collective the work had
+  // posted and was waiting in (0: none); waiting in the one that timed out is a timeout.
+  Outcome failure_for(uint64_t index) const;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  const std::string group_id;
+  const int size;
+  const uint64_t instance;  // registry key
+  int joined = 0;
+  int alive = 0;           // handles not yet destroyed (including failed joins in progress)
+  bool abandoned = false;  // rendezvous gave up; late ranks must not join
+  std::vector<Slot> slots;
+  bool failed = false;
+  pg_status_t fail_status = PG_OK;
+  std::string fail_message;
+  uint64_t fail_index = 0;
+  // Eagerly copied sends not yet received, and recvs posted before their send.
+  std::map<P2pKey, std::deque<std::vector<uint8_t>>> messages;
+  std::map<P2pKey, std::deque<PendingRecv>> recvs;
+};
+
+// ---- One rank's handle (the pg_backend_group_t) ---------------------------------
+
+class RankGroup {
+ public:
+  // Validates config, joins the group (waiting for every rank), starts the worker.
+  static Outcome create(const pg_backend_group_config_t* config, const pg_host_services_t* host,
+                        RankGroup** out);
+  ~RankGroup();  // use destroy()
+
+  // Drains this rank's queue, joins the worker, fails its unmatched recvs, leaves the group.
+  void destroy();
+  void abort();
+  Outcome submit_collective(const pg_backend_op_t& op, pg_backend_work_t* work);
+  Outcome submit_send(const pg_backend_op_t& op, pg_backend_work_t* work);
+  Outcome submit_recv(const pg_backend_op_t& op, pg_backend_work_t* work);
+  const pg_host_services_t* host() const { return host_; }
+
+ private:
+  RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
+            const pg_host_services_t* host);
+  Clock::time_point deadline_for(const pg_backend_op_t& op) const;
+  void worker_main();
+  void run_task(std::unique_lock<std::mutex>& lock, Task& task);
+  // Waits on the group's condition until pred() or deadline, meanwhile failing this
+  // rank's recvs whose deadline passed. Returns pred().
+  template <class Pred>
+  bool wait_locked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Pred pred);
+  // Fails this rank's expired recvs (loopback_p2p.cc); returns the next recv deadline.
+  Clock::time_point sweep_recvs_locked();
+  // Copies a send's payload into a matched recv and completes both (lock not held).
+  void deliver(PendingRecv& recv, const void* data, uint64_t bytes, Work* send_work,
+               const P2pKey& key);
+  void leave();
+
+  std::shared_ptr<SharedGroup> shared_;
+  const int rank_;
+  const int64_t timeout_ms_;
+  const pg_host_services_t* const host_;
+  std::thread worker_;
+};
+
+// ---- Process-wide state (the plugin's one global), loopback_rendezvous.cc --------
+
+void set_plugin_host(const pg_host_services_t* host);
+const pg_host_services_t* plugin_host();
+
+// "0, 2, 3": for messages naming ranks.
+std::string rank_list(const std::vector<int>& ranks);
+
+}  // namespace procgroup::loopback

@@ -1,0 +1,221 @@
+// Rendezvous: how the ranks of a group (threads) find the state rank 0 created, through
+// the group's store and the process-wide registry (the plugin's only global).
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loopback_group.h"
+
+namespace procgroup::loopback {
+namespace {
+
+// Rank 0 publishes "<pid>:<instance>" under this key of the group's store.
+constexpr const char* kInstanceKey = "loopback/instance";
+
+// The plugin's only global: groups by instance id, so ranks (threads) can find the state
+// rank 0 created, and the host services negotiate received.
+struct PluginState {
+  std::mutex mu;
+  std::map<uint64_t, std::shared_ptr<SharedGroup>> groups;
+  uint64_t next_instance = 1;
+  std::atomic<const pg_host_services_t*> host{nullptr};
+};
+
+PluginState& plugin_state() {
+  static PluginState state;
+  return state;
+}
+
+void unregister(uint64_t instance) {
+  PluginState& state = plugin_state();
+  std::lock_guard lock(state.mu);
+  state.groups.erase(instance);
+}
+
+// Rank 0's side of the rendezvous: a new SharedGroup, registered and published.
+Outcome publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
+  PluginState& state = plugin_state();
+  {
+    std::lock_guard lock(state.mu);
+    uint64_t instance = state.next_instance++;
+    *out = std::make_shared<SharedGroup>(config.group_id, config.size, instance);
+    state.groups.emplace(instance, *out);
+  }
+  if (config.size == 1 && config.store == nullptr) return {};
+  std::string value = std::to_string(getpid()) + ":" + std::to_string((*out)->instance);
+  pg_status_t st = config.store->set(config.store->ctx, kInstanceKey, value.data(), value.size());
+  if (st != PG_OK) {
+    unregister((*out)->instance);
+    return {st == PG_ERR_TIMEOUT ? st : PG_ERR_STORE,
+            "loopback group '" + std::string(config.group_id) +
+                "': rank 0 could not publish its instance in the store"};
+  }
+  return {};
+}
+
+// Other ranks: read rank 0's instance from the store and find it in the registry.
+Outcome lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
+  const std::string where =
+      "loopback group '" + std::string(config.group_id) + "' rank " + std::to_string(config.rank);
+  void* value = nullptr;
+  uint64_t length = 0;
+  pg_status_t st =
+      config.store->get(config.store->ctx, kInstanceKey, config.timeout_ms, &value, &length);
+  if (st != PG_OK) {
+    if (st == PG_ERR_TIMEOUT) {
+      return {st, where + ": rank 0 did not publish the group within " +
+                      std::to_string(config.timeout_ms) + " ms"};
+    }
+    return {st, where + ": reading rank 0's instance from the store failed"};
+  }
+  std::string text(static_cast<const char*>(value), length);
+  config.store->free_value(config.store->ctx, value);
+  long long pid = 0;
+  unsigned long long instance = 0;
+  if (std::sscanf(text.c_str(), "%lld:%llu", &pid, &instance) != 2) {
+    return {PG_ERR_STORE, where + ": malformed instance '" + text + "' in the store"};
+  }
+  if (pid != static_cast<long long>(getpid())) {
+    return {PG_ERR_UNSUPPORTED, where + ": rank 0 runs in process " + std::to_string(pid) +
+                                    ", this rank in " + std::to_string(getpid()) +
+                                    "; loopback ranks must be threads of one process; use gloo "
+                                    "or ucx for processes"};
+  }
+  PluginState& state = plugin_state();
+  std::lock_guard lock(state.mu);
+  auto it = state.groups.find(instance);
+  if (it == state.groups.end()) {
+    return {PG_ERR_PEER_LOST, where + ": rank 0's instance " + text +
+                                  " no longer exists (rank 0 gave up or left the group)"};
+  }
+  if (it->second->group_id != config.group_id || it->second->size != config.size) {
+    return {PG_ERR_MISMATCH, where + " of size " + std::to_string(config.size) +
+                                 " found instance '" + it->second->group_id + "' of size " +
+                                 std::to_string(it->second->size)};
+  }
+  *out = it->second;
+  return {};
+}
+
+Outcome check_config(const pg_backend_group_config_t* c) {
+  if (c == nullptr) return {PG_ERR_INVALID_ARGUMENT, "group_create: NULL config"};
+  if (c->struct_size < sizeof(pg_backend_group_config_t)) {
+    return {PG_ERR_INVALID_ARGUMENT,
+            "group_create: config.struct_size " + std::to_string(c->struct_size) + " is too small"};
+  }
+  if (c->size < 1 || c->rank < 0 || c->rank >= c->size) {
+    return {PG_ERR_INVALID_ARGUMENT, "group_create: rank " + std::to_string(c->rank) +
+                                         " is not within a group of size " +
+                                         std::to_string(c->size)};
+  }
+  if (c->group_id == nullptr || c->timeout_ms <= 0) {
+    return {PG_ERR_INVALID_ARGUMENT, "group_create: group_id is NULL or timeout_ms <= 0"};
+  }
+  bool store_ok = c->store != nullptr && c->store->set && c->store->get && c->store->free_value &&
+                  c->store->remove;
+  if (!store_ok && !(c->size == 1 && c->store == nullptr)) {
+    return {PG_ERR_INVALID_ARGUMENT,
+            "group_create: a store with set/get/free_value/remove is "
+            "needed to rendezvous"};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+void report_error(const pg_host_services_t* host, const std::string& message) {
+  if (host != nullptr && host->set_error != nullptr) host->set_error(host->ctx, message.c_str());
+}
+
+void set_plugin_host(const pg_host_services_t* host) { plugin_state().host.store(host); }
+const pg_host_services_t* plugin_host() { return plugin_state().host.load(); }
+
+// ---- RankGroup: joining and leaving -----------------------------------------------
+
+Outcome RankGroup::create(const pg_backend_group_config_t* config_ptr,
+                          const pg_host_services_t* host, RankGroup** out) {
+  if (Outcome valid = check_config(config_ptr); !valid.ok()) return valid;
+  const pg_backend_group_config_t& config = *config_ptr;
+  std::shared_ptr<SharedGroup> shared;
+  Outcome found = config.rank == 0 ? publish(config, &shared) : lookup(config, &shared);
+  if (!found.ok()) return found;
+  SharedGroup& g = *shared;
+  const int rank = config.rank;
+  std::unique_lock lock(g.mu);
+  if (g.abandoned) {
+    return {PG_ERR_PEER_LOST, "loopback group '" + g.group_id + "': rank " + std::to_string(rank) +
+                                  " arrived after the rendezvous gave up"};
+  }
+  if (g.slots[rank].joined) {
+    return {PG_ERR_INVALID_ARGUMENT,
+            "loopback group '" + g.group_id + "': rank " + std::to_string(rank) + " joined twice"};
+  }
+  g.slots[rank].joined = true;
+  ++g.joined;
+  ++g.alive;
+  g.cv.notify_all();
+  // Every rank waits for all, so no operation can start before the group is complete.
+  const Clock::time_point deadline = deadline_after(config.timeout_ms);
+  auto all_here = [&] { return g.joined == g.size || g.abandoned; };
+  bool complete = deadline == kNever ? (g.cv.wait(lock, all_here), true)
+                                     : g.cv.wait_until(lock, deadline, all_here);
+  if (!complete || g.abandoned) {
+    std::vector<int> missing;
+    for (int r = 0; r < g.size; ++r) {
+      if (!g.slots[r].joined) missing.push_back(r);
+    }
+    g.abandoned = true;
+    g.cv.notify_all();
+    bool last = --g.alive == 0;
+    lock.unlock();
+    if (last) unregister(g.instance);
+    // A retry under the same store scope must not find this dead instance.
+    if (rank == 0 && config.store != nullptr) config.store->remove(config.store->ctx, kInstanceKey);
+    return {PG_ERR_TIMEOUT, "loopback group '" + g.group_id + "' rendezvous timed out after " +
+                                std::to_string(config.timeout_ms) + " ms on rank " +
+                                std::to_string(rank) + "; not heard from rank(s) " +
+                                rank_list(missing)};
+  }
+  if (rank == g.size - 1 || g.size == 1) {
+    // The key is no longer needed; removing it keeps a later group under the same store
+    // scope from finding this instance.
+    if (config.store != nullptr) config.store->remove(config.store->ctx, kInstanceKey);
+  }
+  lock.unlock();
+  auto* handle = new RankGroup(shared, rank, config.timeout_ms, host);
+  try {
+    handle->worker_ = std::thread([handle] { handle->worker_main(); });
+  } catch (...) {
+    lock.lock();
+    g.fail_locked(PG_ERR_BACKEND, "rank " + std::to_string(rank) + " could not start its worker",
+                  0);
+    lock.unlock();
+    handle->leave();
+    delete handle;
+    return {PG_ERR_BACKEND, "loopback: could not start a worker thread"};
+  }
+  *out = handle;
+  return {};
+}
+
+void RankGroup::leave() {
+  SharedGroup& g = *shared_;
+  bool last = false;
+  {
+    std::lock_guard lock(g.mu);
+    last = --g.alive == 0;
+  }
+  if (last) unregister(g.instance);
+}
+
+}  // namespace procgroup::loopback
