@@ -33,7 +33,8 @@ class Transport {
 };
 
 // Waits for every request (all of them, even after a failure, so no buffer is still in
-// use on return) and returns the first failure.
+// use on return) and returns the first failure. Null entries are skipped; the vector is
+// left empty.
 Status wait_all(std::vector<Request>& requests);
 
 }  // namespace procgroup::detail
