@@ -200,7 +200,8 @@ typedef struct pg_backend_op {
   int32_t peer;
   int32_t reserved0;
   uint64_t tag;
-  uint64_t seq;        /* per-group sequence number of this operation, from 1 */
+  uint64_t seq;        /* collectives: per-group sequence number, from 1, equal on every
+                        * rank; send/recv: 0 (or, inside a core-emulated collective, its seq) */
   int64_t timeout_ms;  /* remaining time the backend should allow */
   pg_buffer_t input;
   pg_buffer_t output;

@@ -1,0 +1,222 @@
+// The extern "C" entry points of procgroup.h. Each one is a c_guard: it checks its
+// pointers, calls into the core, and turns a Status or an exception into a status code
+// plus the thread's pg_last_error() message.
+#include <cstring>
+
+#include "common/dtype.h"
+#include "core/dispatch.h"
+#include "core/group.h"
+
+using namespace procgroup::detail;
+
+namespace {
+
+Status null_error(const char* function, const char* argument) {
+  return make_error(PG_ERR_INVALID_ARGUMENT, "{}: {} is NULL", function, argument);
+}
+
+#define PG_REQUIRE(ptr) \
+  if ((ptr) == nullptr) return null_error(__func__, #ptr)
+
+Result<pg_group_options_t> read_group_options(const pg_group_options_t* options) {
+  pg_group_options_t result = PG_GROUP_OPTIONS_INIT;
+  if (options == nullptr) return result;
+  if (options->struct_size < sizeof(pg_group_options_t))
+    return make_error(PG_ERR_INVALID_ARGUMENT,
+                      "pg_group_options_t.struct_size is {} (expected {}); initialise it with "
+                      "PG_GROUP_OPTIONS_INIT",
+                      options->struct_size, sizeof(pg_group_options_t));
+  std::memcpy(&result, options, sizeof(result));
+  return result;
+}
+
+pg_status_t collective(const char* function, pg_op_t op, pg_group_t group,
+                       const pg_buffer_t* input, const pg_buffer_t* output,
+                       const pg_op_options_t* options, pg_work_t* work) {
+  return c_guard(function, [&]() -> Status {
+    if (group == nullptr) return null_error(function, "group");
+    return run_op(*group->state, op, input, output, options, work);
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_API const char* pg_status_name(pg_status_t status) { return status_name(status); }
+
+PG_API const char* pg_last_error(void) { return last_error(); }
+
+PG_API pg_status_t pg_get_version(uint32_t* major, uint32_t* minor) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(major);
+    PG_REQUIRE(minor);
+    *major = PG_ABI_VERSION_MAJOR;
+    *minor = PG_ABI_VERSION_MINOR;
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_create_versioned(uint32_t caller_abi_version,
+                                             const pg_group_options_t* options,
+                                             pg_group_t* out) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(out);
+    *out = nullptr;
+    uint32_t major = caller_abi_version >> 16, minor = caller_abi_version & 0xffffu;
+    if (major != PG_ABI_VERSION_MAJOR || minor > PG_ABI_VERSION_MINOR)
+      return make_error(PG_ERR_ABI_MISMATCH,
+                        "this program was built against procgroup ABI {}.{} but the loaded "
+                        "libprocgroup provides {}.{}",
+                        major, minor, PG_ABI_VERSION_MAJOR, PG_ABI_VERSION_MINOR);
+    PG_ASSIGN_OR_RETURN(pg_group_options_t opts, read_group_options(options));
+    PG_ASSIGN_OR_RETURN(GroupConfig config, resolve_group_config(&opts, process_env()));
+    PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config));
+    *out = new pg_group_s{std::move(state)};
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_split(pg_group_t parent, int32_t color, int32_t key,
+                                  pg_group_t* out) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(parent);
+    PG_REQUIRE(out);
+    *out = nullptr;
+    PG_ASSIGN_OR_RETURN(auto child, parent->state->split(color, key));
+    if (child) *out = new pg_group_s{std::move(child)};
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_abort(pg_group_t group) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(group);
+    group->state->abort(make_error(PG_ERR_ABORTED, "group '{}' was aborted by the user",
+                                   group->state->id()));
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_destroy(pg_group_t group) {
+  return c_guard(__func__, [&]() -> Status {
+    if (group == nullptr) return ok_status();
+    Status status = group->state->destroy();
+    delete group;
+    return status;
+  });
+}
+
+PG_API pg_status_t pg_group_rank(pg_group_t group, int32_t* rank) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(group);
+    PG_REQUIRE(rank);
+    *rank = group->state->rank();
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_size(pg_group_t group, int32_t* size) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(group);
+    PG_REQUIRE(size);
+    *size = group->state->size();
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_backend_name(pg_group_t group, const char** name) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(group);
+    PG_REQUIRE(name);
+    *name = group->state->plugin().name.c_str();
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_capabilities(pg_group_t group, pg_capabilities_t* caps) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(group);
+    PG_REQUIRE(caps);
+    if (caps->struct_size < sizeof(pg_capabilities_t))
+      return make_error(PG_ERR_INVALID_ARGUMENT,
+                        "pg_capabilities_t.struct_size is {} (expected {}); initialise it with "
+                        "PG_CAPABILITIES_INIT",
+                        caps->struct_size, sizeof(pg_capabilities_t));
+    const Plugin& p = group->state->plugin();
+    caps->native_ops = p.native_ops;
+    caps->native_dtypes = p.native_dtypes;
+    caps->native_reduce_ops = p.native_reduce_ops;
+    caps->devices = p.devices;
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_allreduce(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                                const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_ALLREDUCE, g, in, out, o, w);
+}
+PG_API pg_status_t pg_broadcast(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                                const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_BROADCAST, g, in, out, o, w);
+}
+PG_API pg_status_t pg_reduce(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                             const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_REDUCE, g, in, out, o, w);
+}
+PG_API pg_status_t pg_allgather(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                                const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_ALLGATHER, g, in, out, o, w);
+}
+PG_API pg_status_t pg_reduce_scatter(pg_group_t g, const pg_buffer_t* in,
+                                     const pg_buffer_t* out, const pg_op_options_t* o,
+                                     pg_work_t* w) {
+  return collective(__func__, PG_OP_REDUCE_SCATTER, g, in, out, o, w);
+}
+PG_API pg_status_t pg_gather(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                             const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_GATHER, g, in, out, o, w);
+}
+PG_API pg_status_t pg_scatter(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                              const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_SCATTER, g, in, out, o, w);
+}
+PG_API pg_status_t pg_alltoall(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                               const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_ALLTOALL, g, in, out, o, w);
+}
+PG_API pg_status_t pg_barrier(pg_group_t g, const pg_op_options_t* o, pg_work_t* w) {
+  return collective(__func__, PG_OP_BARRIER, g, nullptr, nullptr, o, w);
+}
+PG_API pg_status_t pg_send(pg_group_t g, const pg_buffer_t* buffer, const pg_op_options_t* o,
+                           pg_work_t* w) {
+  return collective(__func__, PG_OP_SEND, g, buffer, nullptr, o, w);
+}
+PG_API pg_status_t pg_recv(pg_group_t g, const pg_buffer_t* buffer, const pg_op_options_t* o,
+                           pg_work_t* w) {
+  return collective(__func__, PG_OP_RECV, g, nullptr, buffer, o, w);
+}
+
+PG_API pg_status_t pg_work_test(pg_work_t work) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(work);
+    return work->state->test();
+  });
+}
+
+PG_API pg_status_t pg_work_wait(pg_work_t work, int64_t timeout_ms) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(work);
+    Deadline until = timeout_ms < 0 ? Deadline::never() : Deadline::after(Millis(timeout_ms));
+    return work->state->wait(until);
+  });
+}
+
+PG_API pg_status_t pg_work_release(pg_work_t work) {
+  return c_guard(__func__, [&]() -> Status {
+    delete work;
+    return ok_status();
+  });
+}
+
+}  // extern "C"

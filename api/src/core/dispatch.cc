@@ -1,0 +1,212 @@
+#include "core/dispatch.h"
+
+#include "collectives/algorithms.h"
+#include "collectives/reduce.h"
+#include "common/dtype.h"
+#include "core/backend_transport.h"
+#include "core/plugin_call.h"
+
+namespace procgroup::detail {
+namespace {
+
+using Algorithm = Status (*)(Transport&, const CollectiveArgs&);
+
+Algorithm fallback_for(pg_op_t op) {
+  switch (op) {
+    case PG_OP_ALLREDUCE: return fallback_allreduce;
+    case PG_OP_BROADCAST: return fallback_broadcast;
+    case PG_OP_REDUCE: return fallback_reduce;
+    case PG_OP_ALLGATHER: return fallback_allgather;
+    case PG_OP_REDUCE_SCATTER: return fallback_reduce_scatter;
+    case PG_OP_GATHER: return fallback_gather;
+    case PG_OP_SCATTER: return fallback_scatter;
+    case PG_OP_ALLTOALL: return fallback_alltoall;
+    case PG_OP_BARRIER: return fallback_barrier;
+    default: return nullptr;
+  }
+}
+
+pg_backend_op_fn entry_for(const pg_backend_ops_t& ops, pg_op_t op) {
+  const pg_backend_op_fn entries[PG_OP_COUNT_] = {
+      ops.allreduce, ops.broadcast, ops.reduce, ops.allgather, ops.reduce_scatter, ops.gather,
+      ops.scatter,   ops.alltoall,  ops.barrier, ops.send,     ops.recv};
+  return op >= 0 && op < PG_OP_COUNT_ ? entries[op] : nullptr;
+}
+
+bool has_bit(uint32_t mask, int bit) { return (mask >> bit) & 1u; }
+
+bool reduces(pg_op_t op) {
+  return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
+}
+
+// How an operation will run on this backend.
+struct Route {
+  enum Kind { kNative, kEmulated } kind = kNative;
+  OpArgs args;                 // what the backend (or the algorithm) is given
+  bool scale_after = false;    // AVG computed as SUM: divide the output afterwards
+};
+
+bool native_ok(const Plugin& p, const OpArgs& a) {
+  if (entry_for(*p.ops, a.op) == nullptr || !has_bit(p.native_ops, a.op)) return false;
+  if (a.op == PG_OP_BARRIER) return true;
+  if (a.op != PG_OP_SEND && a.op != PG_OP_RECV && !has_bit(p.native_dtypes, a.dtype))
+    return false;
+  return !reduces(a.op) || has_bit(p.native_reduce_ops, a.options.reduce_op);
+}
+
+Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
+  Route route{Route::kNative, args, false};
+  if (!has_bit(p.devices, args.device))
+    return make_error(PG_ERR_UNSUPPORTED,
+                      "backend '{}' does not handle {} buffers{}", p.name,
+                      device_name(args.device),
+                      args.device == PG_DEVICE_CUDA ? "; use PROCGROUP_BACKEND=nccl for CUDA" : "");
+  if (native_ok(p, args)) return route;
+  if (reduces(args.op) && args.options.reduce_op == PG_REDUCE_AVG &&
+      args.device == PG_DEVICE_CPU) {
+    route.args.options.reduce_op = PG_REDUCE_SUM;
+    route.scale_after = true;
+    if (native_ok(p, route.args)) return route;
+    route = Route{Route::kNative, args, false};
+  }
+  if (args.op == PG_OP_BARRIER) {
+    // A one-element allreduce is a barrier; use a dtype the backend has natively.
+    for (pg_dtype_t dtype : {PG_DTYPE_U8, PG_DTYPE_I32, PG_DTYPE_F32, PG_DTYPE_I64}) {
+      OpArgs tiny = args;
+      tiny.op = PG_OP_ALLREDUCE;
+      tiny.dtype = dtype;
+      tiny.n = 1;
+      if (native_ok(p, tiny)) return Route{Route::kNative, tiny, false};
+    }
+  }
+  if (args.device != PG_DEVICE_CPU)
+    return make_error(PG_ERR_UNSUPPORTED,
+                      "backend '{}' has no native {} for {} on {} buffers and the core can only "
+                      "emulate operations on CPU buffers",
+                      p.name, op_name(args.op), dtype_name(args.dtype), device_name(args.device));
+  if (args.op == PG_OP_SEND || args.op == PG_OP_RECV || p.ops->send == nullptr ||
+      p.ops->recv == nullptr || !has_bit(p.native_ops, PG_OP_SEND) ||
+      !has_bit(p.native_ops, PG_OP_RECV))
+    return make_error(PG_ERR_UNSUPPORTED,
+                      "backend '{}' does not support {} ({}) and offers no send/recv to emulate it",
+                      p.name, op_name(args.op), describe(args));
+  route.kind = Route::kEmulated;
+  return route;
+}
+
+pg_backend_op_t to_backend_op(const OpArgs& a, uint64_t seq, Deadline deadline) {
+  pg_backend_op_t op{};
+  op.struct_size = sizeof(op);
+  op.op = a.op;
+  op.reduce_op = a.options.reduce_op;
+  op.root = a.options.root;
+  op.peer = a.options.peer;
+  op.tag = static_cast<uint64_t>(a.options.tag);
+  op.seq = seq;
+  op.timeout_ms = deadline.remaining(Millis(INT64_MAX / 2)).count();
+  op.input = a.input;
+  op.output = a.output;
+  return op;
+}
+
+// The rank-local scaling that completes an AVG computed as SUM.
+Status scale_output(const OpArgs& a, int rank, int size) {
+  if (a.op == PG_OP_REDUCE && a.options.root != rank) return ok_status();
+  return scale_down(a.output.data, a.n, a.dtype, static_cast<uint64_t>(size));
+}
+
+Status run_emulated(GroupState& group, const OpArgs& a, uint64_t seq, Deadline deadline) {
+  BackendTransport transport(group, seq, deadline);
+  CollectiveArgs c;
+  c.input = a.input.data;
+  c.output = a.output.data;
+  c.count = a.n;
+  c.dtype = a.dtype;
+  c.reduce_op = a.options.reduce_op;
+  c.root = a.options.root;
+  c.tag_base = PG_BACKEND_RESERVED_TAG_BASE + seq * kTagsPerCollective;
+  return fallback_for(a.op)(transport, c);
+}
+
+// Submits natively; the backend work is adopted by *work.
+Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadline deadline,
+                     WorkState& work) {
+  const Plugin& p = group.plugin();
+  OpArgs args = route.args;
+  auto scratch = std::make_shared<int64_t>(0);  // barrier-as-allreduce's one element
+  if (args.op == PG_OP_ALLREDUCE && args.input.data == nullptr && args.n == 1) {
+    args.input = pg_buffer_cpu(scratch.get(), 1, args.dtype);
+    args.output = args.input;
+  }
+  pg_backend_op_t op = to_backend_op(args, seq, deadline);
+  pg_backend_work_t backend_work = nullptr;
+  PG_RETURN_IF_ERROR(call_plugin(p.name, op_name(args.op), [&] {
+    return entry_for(*p.ops, args.op)(group.backend_group(), &op, &backend_work);
+  }));
+  std::function<Status()> on_success = [scratch] { return ok_status(); };
+  if (route.scale_after) {
+    int rank = group.rank(), size = group.size();
+    on_success = [args, rank, size] { return scale_output(args, rank, size); };
+  }
+  work.adopt_backend_work(p.ops, p.name, backend_work, std::move(on_success));
+  return ok_status();
+}
+
+}  // namespace
+
+Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkState>* work) {
+  PG_RETURN_IF_ERROR(group.check_usable());
+  PG_ASSIGN_OR_RETURN(Route route, choose_route(group.plugin(), args));
+  const bool p2p = args.op == PG_OP_SEND || args.op == PG_OP_RECV;
+  const uint64_t seq = p2p ? 0 : group.next_seq();
+  Millis timeout = args.options.timeout_ms > 0 ? Millis(args.options.timeout_ms) : group.timeout();
+  Deadline deadline = Deadline::after(timeout);
+  auto state = std::make_shared<WorkState>(group.weak_from_this(),
+                                           OpLabel{args.op, seq, describe(args)}, deadline);
+  const bool native = route.kind == Route::kNative;
+  if (native && !group.runner().busy()) {
+    Status submitted = submit_native(group, route, seq, deadline, *state);
+    if (!submitted.ok()) {
+      group.mark_failed(submitted);
+      return submitted.with_context(state->label().to_string());
+    }
+  } else {
+    // Behind queued emulated work (or emulated itself): run in issue order on the runner,
+    // after every native work issued before it, so data dependencies hold.
+    auto before = group.pending_native_works();
+    auto owner = group.shared_from_this();
+    group.runner().post([owner, state, route, seq, deadline, before] {
+      for (auto& earlier : before) {
+        Status s = earlier->wait(deadline);
+        if (!s.ok() && s.code() != PG_PENDING) break;  // its failure already failed the group
+      }
+      Status status = owner->check_usable();
+      if (status.ok() && route.kind == Route::kEmulated) {
+        status = run_emulated(*owner, route.args, seq, deadline);
+      } else if (status.ok()) {
+        auto inner = std::make_shared<WorkState>(owner, state->label(), deadline);
+        status = submit_native(*owner, route, seq, deadline, *inner);
+        if (status.ok()) status = inner->wait(deadline);
+      }
+      if (!status.ok()) status = status.with_context(state->label().to_string());
+      state->complete(status);
+    });
+  }
+  group.track(state, native);
+  *work = std::move(state);
+  return ok_status();
+}
+
+Status run_op(GroupState& group, pg_op_t op, const pg_buffer_t* input, const pg_buffer_t* output,
+              const pg_op_options_t* options, pg_work_t* work_out) {
+  PG_ASSIGN_OR_RETURN(pg_op_options_t opts, read_op_options(options));
+  PG_ASSIGN_OR_RETURN(OpArgs args,
+                      make_op_args(op, input, output, opts, group.rank(), group.size()));
+  std::shared_ptr<WorkState> work;
+  PG_RETURN_IF_ERROR(submit_op(group, args, &work));
+  if (work_out == nullptr) return work->wait(Deadline::never());
+  *work_out = new pg_work_s{std::move(work)};
+  return ok_status();
+}
+
+}  // namespace procgroup::detail

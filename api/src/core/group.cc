@@ -1,0 +1,190 @@
+#include "core/group.h"
+
+#include "common/log.h"
+#include "core/plugin_call.h"
+
+namespace procgroup::detail {
+namespace {
+
+// Failures after which the group's collectives can no longer be trusted.
+bool is_fatal(pg_status_t code) {
+  switch (code) {
+    case PG_ERR_TIMEOUT:
+    case PG_ERR_PEER_LOST:
+    case PG_ERR_ABORTED:
+    case PG_ERR_MISMATCH:
+    case PG_ERR_BACKEND:
+    case PG_ERR_INTERNAL: return true;
+    default: return false;
+  }
+}
+
+std::string default_backend(int device_type) {
+  return device_type == PG_DEVICE_CUDA ? "nccl" : "gloo";
+}
+
+template <class T>
+void prune(std::vector<std::weak_ptr<T>>& list) {
+  std::erase_if(list, [](const std::weak_ptr<T>& w) { return w.expired(); });
+}
+
+}  // namespace
+
+GroupState::GroupState(std::string id, Members members, Millis timeout, PluginRef plugin,
+                       std::shared_ptr<Store> root_store, bool owns_store)
+    : id_(std::move(id)),
+      members_(members),
+      timeout_(timeout),
+      plugin_(std::move(plugin)),
+      root_store_(std::move(root_store)),
+      owns_store_(owns_store),
+      runner_(id_) {}
+
+GroupState::~GroupState() {
+  // destroy() is the normal path; this covers a failed creation or a leaked handle.
+  runner_.stop();
+  if (backend_group_ != nullptr) {
+    Status ignored = call_plugin(plugin_->name, "group_destroy",
+                                 [&] { return plugin_->ops->group_destroy(backend_group_); });
+    (void)ignored;
+  }
+}
+
+Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config) {
+  std::string backend = config.backend.empty() ? default_backend(config.device_type)
+                                               : config.backend;
+  PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
+  StoreConfig store_config{config.store_url, config.rank, config.size, config.store_token,
+                           config.timeout};
+  PG_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, open_store(store_config));
+  Members members{config.rank, config.size, config.local_rank, config.local_size};
+  std::shared_ptr<GroupState> group(
+      new GroupState(config.name, members, config.timeout, std::move(plugin), store, true));
+  PG_RETURN_IF_ERROR(group->create_backend_group(config.master_addr, config.device_type));
+  log(kLogInfo, "core", "group '{}' rank {}/{} on backend '{}' (ranks from {})", config.name,
+      config.rank, config.size, group->plugin().name, config.launcher);
+  return group;
+}
+
+Status GroupState::create_backend_group(const std::string& master_addr, int device_type) {
+  host_store_ = std::make_unique<HostStore>(
+      make_prefix_store(root_store_, fmt::format("pg/{}/backend/", id_)), timeout_);
+  pg_backend_group_config_t config{};
+  config.struct_size = sizeof(config);
+  config.rank = members_.rank;
+  config.size = members_.size;
+  config.local_rank = members_.local_rank;
+  config.local_size = members_.local_size;
+  config.device_type = device_type;
+  config.timeout_ms = timeout_.count();
+  config.store = host_store_->c_store();
+  config.group_id = id_.c_str();
+  config.master_addr = master_addr.c_str();
+  Status status = call_plugin(plugin_->name, "group_create", [&] {
+    return plugin_->ops->group_create(&config, &backend_group_);
+  });
+  if (status.ok() && backend_group_ == nullptr)
+    status = make_error(PG_ERR_BACKEND, "backend '{}' group_create returned no group",
+                        plugin_->name);
+  return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'",
+                                         id_, members_.rank, members_.size, plugin_->name));
+}
+
+Status GroupState::check_usable() {
+  std::lock_guard lock(mutex_);
+  if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
+  if (failure_)
+    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
+                      failure_->to_string());
+  return ok_status();
+}
+
+void GroupState::mark_failed(const Status& failure) {
+  if (!is_fatal(failure.code())) return;
+  abort(failure);
+}
+
+void GroupState::abort(const Status& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = reason;
+    if (aborted_) return;
+    aborted_ = true;
+  }
+  log(kLogWarn, "core", "group '{}' rank {}: aborting: {}", id_, members_.rank,
+      reason.to_string());
+  if (backend_group_ != nullptr) {
+    Status ignored = call_plugin(plugin_->name, "group_abort",
+                                 [&] { return plugin_->ops->group_abort(backend_group_); });
+    (void)ignored;
+  }
+}
+
+Status GroupState::describe_timeout(const OpLabel& label) const {
+  return make_error(PG_ERR_TIMEOUT,
+                    "{} on group '{}' (rank {} of {}) did not complete within the group timeout "
+                    "of {} ms; some rank did not join it or is stuck (set PROCGROUP_TIMEOUT to "
+                    "change the timeout); the group is aborted",
+                    label.to_string(), id_, members_.rank, members_.size, timeout_.count());
+}
+
+void GroupState::track(const std::shared_ptr<WorkState>& work, bool native) {
+  std::lock_guard lock(mutex_);
+  prune(works_);
+  works_.push_back(work);
+  if (native) {
+    prune(native_works_);
+    native_works_.push_back(work);
+  }
+}
+
+std::vector<std::shared_ptr<WorkState>> GroupState::pending_native_works() {
+  std::vector<std::shared_ptr<WorkState>> pending;
+  std::lock_guard lock(mutex_);
+  for (auto& weak : native_works_)
+    if (auto work = weak.lock()) pending.push_back(std::move(work));
+  return pending;
+}
+
+Status GroupState::destroy() {
+  std::vector<std::shared_ptr<WorkState>> outstanding;
+  {
+    std::lock_guard lock(mutex_);
+    if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' destroyed twice", id_);
+    destroyed_ = true;
+    for (auto& weak : works_)
+      if (auto work = weak.lock()) outstanding.push_back(std::move(work));
+    works_.clear();
+    native_works_.clear();
+  }
+  for (auto& work : outstanding) work->finish_before_group_destroy();
+  runner_.stop();
+  Status status = call_plugin(plugin_->name, "group_destroy",
+                              [&] { return plugin_->ops->group_destroy(backend_group_); });
+  backend_group_ = nullptr;
+  if (owns_store_ && members_.size > 1) {
+    // Rank 0 hosts the store: it must outlive every rank's use of it, so ranks announce
+    // their leave and rank 0 waits for all (not long if the group already failed).
+    bool failed;
+    {
+      std::lock_guard lock(mutex_);
+      failed = failure_.has_value();
+    }
+    std::string key = fmt::format("pg/{}/core/left", id_);
+    auto left = root_store_->add(key, 1);
+    if (left.ok() && *left == members_.size) {
+      Status ignored = root_store_->set(key + "/all", std::vector<uint8_t>{1});
+      (void)ignored;
+    }
+    if (members_.rank == 0 && left.ok() && !failed) {
+      std::vector<std::string> keys{key + "/all"};
+      Status waited = root_store_->wait(keys, timeout_);
+      if (!waited.ok())
+        log(kLogWarn, "core", "group '{}': not every rank left cleanly: {}", id_,
+            waited.to_string());
+    }
+  }
+  return status;
+}
+
+}  // namespace procgroup::detail

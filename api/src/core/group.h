@@ -1,0 +1,99 @@
+// A group: the state behind pg_group_t. It owns the backend group, the rendezvous store
+// (shared with its subgroups), the fallback runner and the list of outstanding works.
+// Failure model (DESIGN.md §6): the first fatal failure (timeout, lost peer, mismatch,
+// backend error, abort) is recorded, the backend group is aborted so pending works end
+// promptly, and every later call fails fast naming that first failure.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/fallback_runner.h"
+#include "core/host_services.h"
+#include "core/work.h"
+#include "loader/loader.h"
+#include "rendezvous/env.h"
+
+namespace procgroup::detail {
+
+class GroupState : public std::enable_shared_from_this<GroupState> {
+ public:
+  struct Members {
+    int rank = 0;
+    int size = 1;
+    int local_rank = 0;
+    int local_size = 1;
+  };
+
+  // The world group of a job (pg_group_create).
+  static Result<std::shared_ptr<GroupState>> create(const GroupConfig& config);
+  // Collective over this group: see pg_group_split. Null when color is PG_SPLIT_NO_COLOR.
+  Result<std::shared_ptr<GroupState>> split(int color, int key);
+
+  ~GroupState();
+  GroupState(const GroupState&) = delete;
+  GroupState& operator=(const GroupState&) = delete;
+
+  int rank() const { return members_.rank; }
+  int size() const { return members_.size; }
+  const std::string& id() const { return id_; }
+  const Plugin& plugin() const { return *plugin_; }
+  pg_backend_group_t backend_group() const { return backend_group_; }
+  Millis timeout() const { return timeout_; }
+  FallbackRunner& runner() { return runner_; }
+
+  // PG_ERR_ABORTED naming the first failure if the group has failed, else OK.
+  Status check_usable();
+  // Records a work's failure; fatal ones abort the group.
+  void mark_failed(const Status& failure);
+  // Aborts the backend group and fails pending emulated works. Idempotent.
+  void abort(const Status& reason);
+  // The message for an operation that ran past the group timeout.
+  Status describe_timeout(const OpLabel& label) const;
+
+  // Collective sequence numbers, from 1, equal across ranks.
+  uint64_t next_seq() { return ++seq_; }
+  // Remembers a work so destroy() can wait for it; native works also order later
+  // emulated ones (see pending_native_works).
+  void track(const std::shared_ptr<WorkState>& work, bool native);
+  // Native works still outstanding, which an emulated op must wait for before it starts.
+  std::vector<std::shared_ptr<WorkState>> pending_native_works();
+
+  // Waits for outstanding works, destroys the backend group and, for a world group,
+  // keeps rank 0's store serving until every rank has left (bounded by the timeout).
+  Status destroy();
+
+ private:
+  GroupState(std::string id, Members members, Millis timeout, PluginRef plugin,
+             std::shared_ptr<Store> root_store, bool owns_store);
+  Status create_backend_group(const std::string& master_addr, int device_type);
+
+  const std::string id_;
+  const Members members_;
+  const Millis timeout_;
+  PluginRef plugin_;
+  std::shared_ptr<Store> root_store_;  // shared with subgroups; rank 0's hosts the server
+  const bool owns_store_;              // a world group: runs the leave protocol
+  std::unique_ptr<HostStore> host_store_;
+  pg_backend_group_t backend_group_ = nullptr;
+  FallbackRunner runner_;
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> splits_{0};
+
+  std::mutex mutex_;  // never held while calling into a WorkState or the backend
+  std::optional<Status> failure_;
+  bool aborted_ = false;
+  bool destroyed_ = false;
+  std::vector<std::weak_ptr<WorkState>> works_;
+  std::vector<std::weak_ptr<WorkState>> native_works_;
+};
+
+}  // namespace procgroup::detail
+
+struct pg_group_s {
+  std::shared_ptr<procgroup::detail::GroupState> state;
+};

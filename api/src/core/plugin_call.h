@@ -1,0 +1,29 @@
+// Calling into a plugin: clear this thread's error first (so a stale message is never
+// blamed on the plugin), catch anything a C++ plugin lets escape, and turn a non-OK code
+// into a Status carrying the plugin's set_error message.
+#pragma once
+
+#include <exception>
+#include <string_view>
+
+#include "common/status.h"
+#include "core/host_services.h"
+
+namespace procgroup::detail {
+
+template <class Call>
+Status call_plugin(std::string_view backend, std::string_view entry, Call&& call) {
+  set_last_error("");
+  pg_status_t code;
+  try {
+    code = call();
+  } catch (const std::exception& e) {
+    return make_error(PG_ERR_BACKEND, "backend '{}' threw from {}: {}", backend, entry, e.what());
+  } catch (...) {
+    return make_error(PG_ERR_BACKEND, "backend '{}' threw from {}", backend, entry);
+  }
+  if (code == PG_OK || code == PG_PENDING) return Status(code, "");
+  return backend_failure(code, backend, entry);
+}
+
+}  // namespace procgroup::detail

@@ -1,0 +1,48 @@
+// pg_group_split: ranks exchange (color, key) over the parent, each color becomes a
+// group ordered by (key, parent rank), and the backend creates it through the same store
+// under a group id every member derives identically.
+#include <algorithm>
+
+#include "core/dispatch.h"
+#include "core/group.h"
+
+namespace procgroup::detail {
+
+Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
+  if (color < 0 && color != PG_SPLIT_NO_COLOR)
+    return make_error(PG_ERR_INVALID_ARGUMENT,
+                      "pg_group_split: color {} is negative (use PG_SPLIT_NO_COLOR to opt out)",
+                      color);
+  PG_RETURN_IF_ERROR(check_usable());
+  // Every member calls split in the same order, so this count agrees across ranks.
+  const uint64_t split_index = ++splits_;
+
+  std::vector<int32_t> mine{color, key};
+  std::vector<int32_t> all(2 * static_cast<size_t>(size()));
+  pg_buffer_t in = pg_buffer_cpu(mine.data(), 2, PG_DTYPE_I32);
+  pg_buffer_t out = pg_buffer_cpu(all.data(), all.size(), PG_DTYPE_I32);
+  pg_op_options_t options = PG_OP_OPTIONS_INIT;
+  PG_ASSIGN_OR_RETURN(OpArgs args, make_op_args(PG_OP_ALLGATHER, &in, &out, options, rank(), size()));
+  std::shared_ptr<WorkState> work;
+  PG_RETURN_IF_ERROR(submit_op(*this, args, &work));
+  PG_RETURN_IF_ERROR(work->wait(Deadline::never()).with_context("pg_group_split: exchanging colors"));
+  if (color == PG_SPLIT_NO_COLOR) return std::shared_ptr<GroupState>();
+
+  std::vector<std::pair<int32_t, int>> members;  // (key, parent rank)
+  for (int r = 0; r < size(); ++r)
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+  std::sort(members.begin(), members.end());
+  Members child = members_;
+  child.size = static_cast<int>(members.size());
+  child.rank = static_cast<int>(
+      std::find_if(members.begin(), members.end(), [&](auto& m) { return m.second == rank(); }) -
+      members.begin());
+  // The device a rank uses stays its node-local one, so local rank/size carry over.
+  std::string child_id = fmt::format("{}/split{}.{}", id_, split_index, color);
+  std::shared_ptr<GroupState> group(
+      new GroupState(child_id, child, timeout_, plugin_, root_store_, false));
+  PG_RETURN_IF_ERROR(group->create_backend_group("", -1));
+  return group;
+}
+
+}  // namespace procgroup::detail

@@ -1,0 +1,119 @@
+#include "core/work.h"
+
+#include "common/dtype.h"
+#include "core/group.h"
+#include "core/plugin_call.h"
+
+namespace procgroup::detail {
+
+std::string OpLabel::to_string() const {
+  if (seq == 0) return fmt::format("{} ({})", op_name(op), detail);
+  return fmt::format("{} #{} ({})", op_name(op), seq, detail);
+}
+
+WorkState::WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline)
+    : group_(std::move(group)), label_(std::move(label)), deadline_(deadline) {}
+
+WorkState::~WorkState() {
+  if (backend_work_ != nullptr) ops_->work_release(backend_work_);
+}
+
+void WorkState::adopt_backend_work(const pg_backend_ops_t* ops, std::string backend,
+                                   pg_backend_work_t work, std::function<Status()> on_success) {
+  std::lock_guard lock(mutex_);
+  ops_ = ops;
+  backend_ = std::move(backend);
+  backend_work_ = work;
+  on_success_ = std::move(on_success);
+}
+
+void WorkState::complete(Status status) {
+  std::lock_guard lock(mutex_);
+  if (!done_) finish_locked(std::move(status));
+}
+
+bool WorkState::done() {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+const Status& WorkState::finish_locked(Status status) {
+  if (status.ok() && on_success_) status = on_success_();
+  on_success_ = nullptr;
+  if (backend_work_ != nullptr) {
+    ops_->work_release(backend_work_);
+    backend_work_ = nullptr;
+  }
+  if (!status.ok()) {
+    // A failure of any work fails its group: later calls fail fast (DESIGN.md §6).
+    if (auto group = group_.lock()) group->mark_failed(status);
+  }
+  done_ = true;
+  status_ = std::move(status);
+  cv_.notify_all();
+  return status_;
+}
+
+const Status& WorkState::timeout_locked() {
+  Status status = make_error(
+      PG_ERR_TIMEOUT, "{} did not complete within the group timeout; the group is aborted",
+      label_.to_string());
+  if (auto group = group_.lock()) {
+    status = group->describe_timeout(label_);
+    group->abort(status);
+  }
+  return finish_locked(status);
+}
+
+// One backend poll (wait_for 0: test). Returns PG_PENDING while running.
+Status WorkState::poll_backend_locked(Millis wait_for) {
+  Status status = call_plugin(backend_, "work_wait", [&] {
+    return wait_for.count() == 0 ? ops_->work_test(backend_work_)
+                                 : ops_->work_wait(backend_work_, wait_for.count());
+  });
+  if (status.code() == PG_PENDING) return status;
+  if (!status.ok()) status = status.with_context(label_.to_string());
+  return finish_locked(status);
+}
+
+Status WorkState::test() {
+  std::lock_guard lock(mutex_);
+  if (done_) return status_;
+  if (backend_work_ != nullptr) {
+    Status status = poll_backend_locked(Millis(0));
+    if (status.code() != PG_PENDING) return status;
+  }
+  if (deadline_.expired()) return timeout_locked();
+  return Status(PG_PENDING, "");
+}
+
+Status WorkState::wait(Deadline wait_deadline) {
+  std::unique_lock lock(mutex_);
+  Deadline until = wait_deadline.min(deadline_);
+  while (!done_) {
+    if (backend_work_ != nullptr) {
+      // Poll in slices so an abort from another thread (which the backend turns into
+      // a prompt failure) and the deadline are both noticed.
+      Status status = poll_backend_locked(until.remaining(Millis(100)));
+      if (status.code() != PG_PENDING) return status;
+    } else {
+      cv_.wait_until(lock, until.at() == Clock::time_point::max()
+                               ? Clock::now() + std::chrono::hours(24)
+                               : until.at());
+    }
+    if (done_) break;
+    if (deadline_.expired()) return timeout_locked();
+    if (wait_deadline.expired()) return Status(PG_PENDING, "");
+  }
+  return status_;
+}
+
+void WorkState::finish_before_group_destroy() {
+  Status status = wait(deadline_);
+  if (status.code() == PG_PENDING) {
+    std::lock_guard lock(mutex_);
+    if (!done_) timeout_locked();
+  }
+}
+
+}  // namespace procgroup::detail

@@ -1,0 +1,77 @@
+// A work: the handle behind pg_work_t. It completes exactly once, either through a
+// backend work (native operations) or from the core's fallback runner (emulated ones).
+// The group timeout is enforced here: a wait or test that finds the work still pending
+// past its deadline aborts the group and fails the work with PG_ERR_TIMEOUT.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "procgroup/procgroup_backend.h"
+
+namespace procgroup::detail {
+
+class GroupState;
+
+// What a work is doing, for messages ("allreduce #12 (f32 x 1024, sum)").
+struct OpLabel {
+  pg_op_t op = PG_OP_ALLREDUCE;
+  uint64_t seq = 0;
+  std::string detail;
+  std::string to_string() const;
+};
+
+class WorkState {
+ public:
+  WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline);
+  ~WorkState();
+  WorkState(const WorkState&) = delete;
+  WorkState& operator=(const WorkState&) = delete;
+
+  // Native: the work completes when the backend's does; then on_success runs once
+  // (e.g. AVG's final scaling when the backend only sums).
+  void adopt_backend_work(const pg_backend_ops_t* ops, std::string backend,
+                          pg_backend_work_t work, std::function<Status()> on_success);
+  // Emulated: the runner calls this when done.
+  void complete(Status status);
+
+  // PG_OK, PG_PENDING or the failure (Status code), never blocking long.
+  Status test();
+  // Waits until completion or until wait_deadline; PG_PENDING if that passed first.
+  Status wait(Deadline wait_deadline);
+  // For group destroy: wait up to the work's own deadline and drop the backend work.
+  void finish_before_group_destroy();
+
+  const OpLabel& label() const { return label_; }
+  Deadline deadline() const { return deadline_; }
+  bool done();
+
+ private:
+  Status poll_backend_locked(Millis wait_for);
+  const Status& finish_locked(Status status);
+  const Status& timeout_locked();
+
+  std::weak_ptr<GroupState> group_;
+  const OpLabel label_;
+  const Deadline deadline_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  const pg_backend_ops_t* ops_ = nullptr;
+  std::string backend_;
+  pg_backend_work_t backend_work_ = nullptr;
+  std::function<Status()> on_success_;
+};
+
+}  // namespace procgroup::detail
+
+// The opaque handle users hold.
+struct pg_work_s {
+  std::shared_ptr<procgroup::detail::WorkState> state;
+};
