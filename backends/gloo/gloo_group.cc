@@ -1,0 +1,343 @@
+// Gloo group: rendezvous, worker and waiter threads, failure handling (see gloo_group.h).
+#include "gloo_group.h"
+
+#include <gloo/common/error.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "gloo_net.h"
+#include "gloo_store_adapter.h"
+
+namespace procgroup::gloo_backend {
+namespace {
+
+constexpr size_t kMaxWaiters = 64;
+
+// Longer timeouts mean "none": clamp them so deadlines and Gloo's waits cannot overflow.
+constexpr int64_t kMaxTimeoutMs = int64_t{7} * 24 * 3600 * 1000;
+
+std::chrono::milliseconds clamped(int64_t ms) {
+  return std::chrono::milliseconds(std::clamp<int64_t>(ms, 1, kMaxTimeoutMs));
+}
+
+// Gloo's own failure path, used on purpose: when a wait on an unbound buffer times out,
+// the TCP transport fails every pair of the context (wakes all pending buffers with an
+// IoException, closes the sockets gracefully). A recv on this slot is never matched, so
+// waiting 1 ms on it trips that path. The slot is p2p_slot(2^63 - 1): that tag and the one
+// below it (the probe's) are reserved.
+constexpr uint64_t kTripwireSlot = ~uint64_t{0};
+// A recv on a pair that has failed throws the pair's stored error at once: posting one on
+// this slot asks a pair whether it is the one that failed.
+constexpr uint64_t kProbeSlot = kTripwireSlot - 1;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+// ---- Creation and destruction -------------------------------------------------------
+
+GlooGroup::GlooGroup(const pg_backend_group_config_t& config, const pg_host_services_t* host)
+    : host_(host),
+      rank_(config.rank),
+      size_(config.size),
+      timeout_(clamped(config.timeout_ms)),
+      group_id_(config.group_id != nullptr ? config.group_id : "") {
+  const char* algo = std::getenv("PROCGROUP_GLOO_ALLREDUCE");
+  if (algo != nullptr && std::strcmp(algo, "ring") == 0) allreduce_ = AllreduceChoice::kRing;
+  if (algo != nullptr && std::strcmp(algo, "bcube") == 0) allreduce_ = AllreduceChoice::kBcube;
+}
+
+Status GlooGroup::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
+                         std::unique_ptr<GlooGroup>* out) {
+  std::unique_ptr<GlooGroup> group(new GlooGroup(config, host));
+  Status st = group->connect(config);
+  if (!st.ok()) return st;
+  group->worker_ = std::thread([g = group.get()] { g->worker_loop(); });
+  *out = std::move(group);
+  return {};
+}
+
+Status GlooGroup::connect(const pg_backend_group_config_t& config) {
+  const std::string where = "gloo: group '" + group_id_ + "' (rank " + std::to_string(rank_) +
+                            " of " + std::to_string(size_) + ")";
+  NetChoice net;
+  Status st = choose_interface(config.master_addr, &net);
+  if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
+  log(PG_LOG_DEBUG, where + ": listening on " + net.description);
+  StoreAdapter store(config.store, "gloo/" + group_id_ + "/", timeout_);
+  ScopedSigpipeBlock no_sigpipe;  // also inherited by the device's event loop thread
+  try {
+    device_ = gloo::transport::tcp::CreateDevice(net.attr);
+  } catch (const std::exception& e) {
+    return Status::error(PG_ERR_CONFIG,
+                         where + ": cannot listen on " + net.description + ": " + e.what());
+  }
+  try {
+    context_ = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+    context_->setTimeout(timeout_);
+    context_->connectFullMesh(store, device_);
+  } catch (const StoreError& e) {
+    return Status::error(e.status(), where + ": rendezvous failed: " + e.what());
+  } catch (const gloo::IoException& e) {
+    const bool timed_out = contains(lower(e.what()), "timeout");
+    return Status::error(timed_out ? PG_ERR_TIMEOUT : PG_ERR_PEER_LOST,
+                         where + ": connecting to the peers failed: " + e.what());
+  } catch (const std::exception& e) {
+    return Status::error(PG_ERR_BACKEND, where + ": gloo setup failed: " + e.what());
+  }
+  return {};
+}
+
+GlooGroup::~GlooGroup() {
+  bool pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending = !queue_.empty() || running_ > 0;
+  }
+  // Works still running at destroy were given up by the core: do not wait for them.
+  if (pending) break_group(PG_ERR_ABORTED, "the group was destroyed with operations pending");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  wait_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  for (std::thread& t : waiters_) t.join();  // no waiter starts once the worker is gone
+  context_.reset();
+  device_.reset();
+}
+
+// ---- Issue and execution ------------------------------------------------------------
+
+Status GlooGroup::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) {
+  Status st = validate_op(op, rank_, size_);
+  if (!st.ok()) return st;
+  const auto timeout = op.timeout_ms > 0 ? clamped(op.timeout_ms) : timeout_;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (broken_ || stopping_) {
+    return Status::error(PG_ERR_ABORTED, std::string(op_name(op.op)) + " #" +
+                                             std::to_string(op.seq) +
+                                             ": not started: " + broken_cause_);
+  }
+  const bool p2p = op.op == PG_OP_SEND || op.op == PG_OP_RECV;
+  // Collective tags count collectives only: send/recv differ between ranks, tags may not.
+  auto work = std::make_shared<Work>(op, p2p ? 0 : next_tag_++, Clock::now() + timeout);
+  queue_.push_back(work);
+  work_cv_.notify_one();
+  *out = std::move(work);
+  return {};
+}
+
+void GlooGroup::worker_loop() {
+  block_sigpipe_forever();
+  for (;;) {
+    std::shared_ptr<Work> work;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      work = std::move(queue_.front());
+      queue_.pop_front();
+      if (broken_) {
+        lock.unlock();
+        work->complete(PG_ERR_ABORTED, work->label() + ": not started: " + broken_cause_);
+        continue;
+      }
+      ++running_;
+    }
+    execute(work);
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+  }
+}
+
+OpEnv GlooGroup::env_for(const Work& work, std::chrono::milliseconds left) const {
+  return OpEnv{context_, host_, rank_, size_, work.tag(), left, allreduce_};
+}
+
+void GlooGroup::execute(const std::shared_ptr<Work>& work) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(work->deadline() - Clock::now());
+  if (left.count() <= 0) {
+    fail(work, Status::error(PG_ERR_TIMEOUT, work->label() + ": timed out before it could "
+                                                             "start (earlier operations used "
+                                                             "the time)"));
+    return;
+  }
+  try {
+    if (work->is_p2p()) {
+      // Posted here, in issue order; a waiter thread waits for it, so later operations
+      // (and the peer's matching ones) are not held up behind it.
+      work->p2p = post_p2p(env_for(*work, left), work->op());
+      std::lock_guard<std::mutex> lock(mu_);
+      ++running_;  // until its waiter is done
+      p2p_posted_.push_back(work);
+      if (p2p_posted_.size() > idle_waiters_ && waiters_.size() < kMaxWaiters) {
+        waiters_.emplace_back([this] { waiter_loop(); });
+      }
+      wait_cv_.notify_one();
+      return;
+    }
+    Status st = run_collective(env_for(*work, left), work->op());
+    if (st.ok()) {
+      work->complete(PG_OK, "");
+    } else {
+      fail(work, std::move(st));
+    }
+  } catch (...) {
+    fail(work, failure_of(*work, std::current_exception()));
+  }
+}
+
+void GlooGroup::waiter_loop() {
+  block_sigpipe_forever();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++idle_waiters_;
+    wait_cv_.wait(lock, [&] { return stopping_ || !p2p_posted_.empty(); });
+    --idle_waiters_;
+    if (p2p_posted_.empty()) return;
+    std::shared_ptr<Work> work = std::move(p2p_posted_.front());
+    p2p_posted_.pop_front();
+    lock.unlock();
+    wait_p2p(work);
+    lock.lock();
+    --running_;
+  }
+}
+
+void GlooGroup::wait_p2p(const std::shared_ptr<Work>& work) {
+  const auto left = std::max(
+      std::chrono::milliseconds(1),
+      std::chrono::duration_cast<std::chrono::milliseconds>(work->deadline() - Clock::now()));
+  try {
+    const bool done =
+        work->op().op == PG_OP_SEND ? work->p2p->waitSend(left) : work->p2p->waitRecv(left);
+    work->p2p.reset();
+    if (done) {
+      work->complete(PG_OK, "");
+    } else {
+      fail(work, Status::error(PG_ERR_ABORTED, work->label() + ": aborted"));
+    }
+  } catch (...) {
+    const Status st = failure_of(*work, std::current_exception());
+    work->p2p.reset();
+    fail(work, st);
+  }
+}
+
+// ---- Failures -----------------------------------------------------------------------
+
+Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) const {
+  const std::string label = work.label();
+  {
+    // Once the group is broken its pairs are failed on purpose: that is the cause.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return Status::error(PG_ERR_ABORTED, label + ": aborted: " + broken_cause_);
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const gloo::IoException& e) {
+    const std::string what = e.what();
+    std::string peer = failed_peer(what);
+    if (peer.empty() && work.is_p2p()) peer = "rank " + std::to_string(work.op().peer);
+    const std::string text = lower(what);
+    if (contains(text, "timeout") || contains(text, "timed out")) {
+      const auto timeout = work.op().timeout_ms > 0 ? clamped(work.op().timeout_ms) : timeout_;
+      return Status::error(PG_ERR_TIMEOUT,
+                           label + ": timed out" + (peer.empty() ? "" : " waiting for " + peer) +
+                               " (timeout " + std::to_string(timeout.count()) + " ms): " + what);
+    }
+    return Status::error(PG_ERR_PEER_LOST, label + ": connection to " +
+                                               (peer.empty() ? "a peer" : peer) + " lost: " + what);
+  } catch (const std::bad_alloc&) {
+    return Status::error(PG_ERR_OUT_OF_MEMORY, label + ": out of memory");
+  } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet, ...
+    return Status::error(PG_ERR_BACKEND, label + ": gloo failed: " + e.what());
+  } catch (...) {
+    return Status::error(PG_ERR_BACKEND, label + ": gloo failed with an unknown exception");
+  }
+}
+
+void GlooGroup::fail(const std::shared_ptr<Work>& work, Status status) {
+  if (status.code != PG_ERR_ABORTED) log(PG_LOG_ERROR, status.message);
+  // Break first: whoever sees this work fail must find the group broken already.
+  break_group(status.code, status.message);
+  work->complete(status.code, std::move(status.message));
+}
+
+void GlooGroup::break_group(pg_status_t status, const std::string& cause) {
+  std::deque<std::shared_ptr<Work>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return;
+    broken_ = true;
+    broken_cause_ = status == PG_ERR_ABORTED ? cause : "the group failed earlier: " + cause;
+    queued.swap(queue_);
+  }
+  shut_pairs();
+  for (const auto& work : queued) {
+    work->complete(PG_ERR_ABORTED, work->label() + ": not started: " + broken_cause_);
+  }
+}
+
+void GlooGroup::abort() { break_group(PG_ERR_ABORTED, "group_abort was called"); }
+
+void GlooGroup::shut_pairs() {
+  if (!context_ || size_ == 1) return;
+  ScopedSigpipeBlock no_sigpipe;  // a recv may write a notification to a dead peer
+  char byte = 0;
+  auto tripwire = context_->createUnboundBuffer(&byte, sizeof(byte));
+  // A pair that already failed refuses the recv: try the next one. If every pair refuses,
+  // every pair has failed already and there is nothing left to wake.
+  for (int i = 1; i < size_; ++i) {
+    try {
+      tripwire->recv((rank_ + i) % size_, kTripwireSlot);
+    } catch (const std::exception&) {
+      continue;
+    }
+    try {
+      tripwire->waitRecv(std::chrono::milliseconds(1));
+    } catch (const std::exception&) {
+      // The expected timeout: the transport has now failed every pair.
+    }
+    return;
+  }
+}
+
+std::string GlooGroup::failed_peer(const std::string& gloo_message) const {
+  if (!context_ || size_ == 1) return "";
+  ScopedSigpipeBlock no_sigpipe;
+  char byte = 0;
+  for (int i = 0; i < size_; ++i) {
+    if (i == rank_) continue;
+    auto probe = context_->createUnboundBuffer(&byte, sizeof(byte));
+    try {
+      probe->recv(i, kProbeSlot);  // a healthy pair accepts it (the group breaks next)
+    } catch (const std::exception& e) {
+      if (gloo_message == e.what()) return "rank " + std::to_string(i);
+    }
+  }
+  return "";
+}
+
+void GlooGroup::log(int32_t level, const std::string& message) const {
+  if (host_ != nullptr && host_->log != nullptr) {
+    host_->log(host_->ctx, level, "gloo", message.c_str());
+  }
+}
+
+}  // namespace procgroup::gloo_backend

@@ -1,0 +1,245 @@
+// Operation mapping for the gloo backend (see gloo_ops.h).
+//
+//   allreduce       gloo::allreduce (ring above kBcubeMaxBytes, bcube below)
+//   broadcast       gloo::broadcast (binomial tree)
+//   reduce          gloo::reduce (ring reduce-scatter + gather to root); non-roots reduce
+//                   into scratch so their input is left untouched
+//   allgather       gloo::allgather (ring); in place when input sits at output + rank*n
+//   reduce_scatter  gloo::allreduce from the input into scratch, then this rank's block
+//   gather/scatter  gloo::gather / gloo::scatter (direct)
+//   alltoall        gloo::alltoall (pairwise); in place through a scratch copy
+//   barrier         gloo::barrier (dissemination)
+//   send/recv       unbound buffers, slot = p2p_slot(tag)
+// A group of one copies locally; n == 0 is a no-op. AVG is SUM, then host->scale_down.
+#include "gloo_ops.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/scatter.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gloo_dtype.h"
+#include "gloo_plan.h"
+
+namespace procgroup::gloo_backend {
+namespace {
+
+// Calls fn(T{}) with the unsigned type of es bytes: gloo's options are typed by size only.
+template <typename Fn>
+void with_storage(size_t es, Fn&& fn) {
+  switch (es) {
+    case 1: fn(uint8_t{}); return;
+    case 2: fn(uint16_t{}); return;
+    case 4: fn(uint32_t{}); return;
+    default: fn(uint64_t{}); return;
+  }
+}
+
+template <typename T>
+T* typed(const std::byte* p) {
+  return reinterpret_cast<T*>(const_cast<std::byte*>(p));
+}
+
+std::unique_ptr<std::byte[]> scratch(size_t bytes) {
+  return std::make_unique_for_overwrite<std::byte[]>(bytes == 0 ? 1 : bytes);
+}
+
+gloo::AllreduceOptions::Algorithm algorithm(const OpEnv& env, size_t bytes) {
+  switch (env.allreduce) {
+    case AllreduceChoice::kRing: return gloo::AllreduceOptions::Algorithm::RING;
+    case AllreduceChoice::kBcube: return gloo::AllreduceOptions::Algorithm::BCUBE;
+    default:
+      return bytes <= kBcubeMaxBytes ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                     : gloo::AllreduceOptions::Algorithm::RING;
+  }
+}
+
+// gloo::allreduce of n elements per buffer, in -> out (in == nullptr: in place).
+void allreduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, const std::byte* in,
+               std::byte* out, uint64_t n) {
+  gloo::AllreduceOptions o(env.context);
+  o.setTag(env.tag);
+  o.setTimeout(env.timeout);
+  o.setAlgorithm(algorithm(env, static_cast<size_t>(n) * p.es));
+  o.setReduceFunction(reduce_function(p.dtype, op.reduce_op));
+  with_storage(p.es, [&](auto t) {
+    using T = decltype(t);
+    if (in != nullptr) o.template setInput<T>(typed<T>(in), n);
+    o.template setOutput<T>(typed<T>(out), n);
+  });
+  gloo::allreduce(o);
+}
+
+Status finish_avg(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, std::byte* data) {
+  if (op.reduce_op != PG_REDUCE_AVG || data == nullptr) return {};
+  const pg_status_t st =
+      env.host->scale_down(env.host->ctx, data, p.n, p.dtype, static_cast<uint64_t>(env.size));
+  if (st == PG_OK) return {};
+  return Status::error(st, op_label(op) + ": the host's scale_down failed for avg");
+}
+
+// A group of one: every operation is a copy of this rank's n elements (or nothing).
+void local_copy(const Plan& p) {
+  if (!p.in_place && p.out != nullptr && p.in != p.out) std::memcpy(p.out, p.in, p.bytes());
+}
+
+Status run_reduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
+  const bool root = env.rank == op.root;
+  std::unique_ptr<std::byte[]> tmp;
+  std::byte* out = p.out;
+  if (!root) {  // gloo reduces through every rank's output: keep the caller's input intact
+    tmp = scratch(p.bytes());
+    out = tmp.get();
+  }
+  gloo::ReduceOptions o(env.context);
+  o.setRoot(op.root);
+  o.setTag(env.tag);
+  o.setTimeout(env.timeout);
+  o.setReduceFunction(reduce_function(p.dtype, op.reduce_op));
+  with_storage(p.es, [&](auto t) {
+    using T = decltype(t);
+    if (!p.in_place) o.template setInput<T>(typed<T>(p.in), p.n);
+    o.template setOutput<T>(typed<T>(out), p.n);
+  });
+  gloo::reduce(o);
+  return root ? finish_avg(env, op, p, p.out) : Status{};
+}
+
+Status run_reduce_scatter(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
+  const uint64_t total = p.n * static_cast<uint64_t>(env.size);
+  auto tmp = scratch(static_cast<size_t>(total) * p.es);
+  allreduce(env, op, p, p.in, tmp.get(), total);
+  std::memcpy(p.out, tmp.get() + env.rank * p.bytes(), p.bytes());
+  return finish_avg(env, op, p, p.out);
+}
+
+void run_gather(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
+  const bool root = env.rank == op.root;
+  std::unique_ptr<std::byte[]> tmp;
+  const std::byte* in = p.in;
+  if (root && p.in_place) {  // gloo copies in -> out[rank]: give it a distinct source
+    tmp = scratch(p.bytes());
+    std::memcpy(tmp.get(), p.in, p.bytes());
+    in = tmp.get();
+  }
+  gloo::GatherOptions o(env.context);
+  o.setRoot(op.root);
+  o.setTag(env.tag);
+  o.setTimeout(env.timeout);
+  o.setInput<uint8_t>(typed<uint8_t>(in), p.bytes());
+  if (root) o.setOutput<uint8_t>(typed<uint8_t>(p.out), p.bytes() * env.size);
+  gloo::gather(o);
+}
+
+void run_scatter(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
+  const bool root = env.rank == op.root;
+  std::unique_ptr<std::byte[]> tmp;
+  std::byte* out = p.out;
+  gloo::ScatterOptions o(env.context);
+  o.setRoot(op.root);
+  o.setTag(env.tag);
+  o.setTimeout(env.timeout);
+  if (root) {
+    std::vector<uint8_t*> blocks;
+    blocks.reserve(static_cast<size_t>(env.size));
+    for (int i = 0; i < env.size; ++i) blocks.push_back(typed<uint8_t>(p.in + i * p.bytes()));
+    o.setInputs<uint8_t>(blocks, p.bytes());
+    if (p.in_place) {  // our block is already in place; gloo's local copy goes to scratch
+      tmp = scratch(p.bytes());
+      out = tmp.get();
+    }
+  }
+  o.setOutput<uint8_t>(typed<uint8_t>(out), p.bytes());
+  gloo::scatter(o);
+}
+
+void run_alltoall(const OpEnv& env, const Plan& p) {
+  const size_t total = p.bytes() * env.size;
+  std::unique_ptr<std::byte[]> tmp;
+  const std::byte* in = p.in;
+  if (p.in_place) {
+    tmp = scratch(total);
+    std::memcpy(tmp.get(), p.out, total);
+    in = tmp.get();
+  }
+  gloo::AlltoallOptions o(env.context);
+  o.setTag(env.tag);
+  o.setTimeout(env.timeout);
+  o.setInput<uint8_t>(typed<uint8_t>(in), total);
+  o.setOutput<uint8_t>(typed<uint8_t>(p.out), total);
+  gloo::alltoall(o);
+}
+
+}  // namespace
+
+Status run_collective(const OpEnv& env, const pg_backend_op_t& op) {
+  Plan p;
+  Status st = make_plan(op, env.rank, env.size, &p);
+  if (!st.ok()) return st;
+  if (op.op == PG_OP_BARRIER) {
+    if (env.size == 1) return {};
+    gloo::BarrierOptions o(env.context);
+    o.setTag(env.tag);
+    o.setTimeout(env.timeout);
+    gloo::barrier(o);
+    return {};
+  }
+  if (p.n == 0) return {};
+  if (env.size == 1) {
+    local_copy(p);
+    return {};
+  }
+  switch (op.op) {
+    case PG_OP_ALLREDUCE:
+      allreduce(env, op, p, p.in_place ? nullptr : p.in, p.out, p.n);
+      return finish_avg(env, op, p, p.out);
+    case PG_OP_BROADCAST: {
+      gloo::BroadcastOptions o(env.context);
+      o.setRoot(op.root);
+      o.setTag(env.tag);
+      o.setTimeout(env.timeout);
+      if (env.rank == op.root && !p.in_place) o.setInput<uint8_t>(typed<uint8_t>(p.in), p.bytes());
+      o.setOutput<uint8_t>(typed<uint8_t>(p.out), p.bytes());
+      gloo::broadcast(o);
+      return {};
+    }
+    case PG_OP_REDUCE: return run_reduce(env, op, p);
+    case PG_OP_ALLGATHER: {
+      gloo::AllgatherOptions o(env.context);
+      o.setTag(env.tag);
+      o.setTimeout(env.timeout);
+      if (!p.in_place) o.setInput<uint8_t>(typed<uint8_t>(p.in), p.bytes());
+      o.setOutput<uint8_t>(typed<uint8_t>(p.out), p.bytes() * env.size);
+      gloo::allgather(o);
+      return {};
+    }
+    case PG_OP_REDUCE_SCATTER: return run_reduce_scatter(env, op, p);
+    case PG_OP_GATHER: run_gather(env, op, p); return {};
+    case PG_OP_SCATTER: run_scatter(env, op, p); return {};
+    case PG_OP_ALLTOALL: run_alltoall(env, p); return {};
+    default: return Status::error(PG_ERR_INTERNAL, op_label(op) + ": not a collective");
+  }
+}
+
+std::unique_ptr<gloo::transport::UnboundBuffer> post_p2p(const OpEnv& env,
+                                                         const pg_backend_op_t& op) {
+  Plan p;
+  make_plan(op, env.rank, env.size, &p);  // validated when issued
+  auto buf = env.context->createUnboundBuffer(p.out, p.bytes());
+  if (op.op == PG_OP_SEND) {
+    buf->send(op.peer, p2p_slot(op.tag));
+  } else {
+    buf->recv(op.peer, p2p_slot(op.tag));
+  }
+  return buf;
+}
+
+}  // namespace procgroup::gloo_backend

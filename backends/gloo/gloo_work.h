@@ -1,0 +1,63 @@
+// gloo_work.h — one issued operation of the gloo backend and its completion.
+//
+// A Work is shared (std::shared_ptr) by the caller's handle and the group's queues, so a
+// handle can be released while the work is pending; it holds no pointer to its group and
+// may outlive it. It completes exactly once:
+//
+//   auto work = std::make_shared<Work>(op, tag, Clock::now() + timeout);
+//   work->complete(PG_OK, "");                    // by the group's threads
+//   std::string message;
+//   pg_status_t st = work->wait(100, &message);   // PG_OK, PG_PENDING or the error
+#ifndef PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
+#define PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "procgroup/procgroup_backend.h"
+
+namespace procgroup::gloo_backend {
+
+using Clock = std::chrono::steady_clock;
+
+class Work {
+ public:
+  Work(const pg_backend_op_t& op, uint32_t tag, Clock::time_point deadline);
+
+  const pg_backend_op_t& op() const { return op_; }
+  uint32_t tag() const { return tag_; }  // the collective tag, the same on every rank
+  Clock::time_point deadline() const { return deadline_; }
+  bool is_p2p() const { return op_.op == PG_OP_SEND || op_.op == PG_OP_RECV; }
+  std::string label() const;  // "allreduce #12"
+
+  // Completes the work once; later calls change nothing and return false.
+  bool complete(pg_status_t status, std::string message);
+  // PG_OK, PG_PENDING or the error (*message gets its text).
+  pg_status_t test(std::string* message) const;
+  // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (every
+  // work ends by then: the group enforces the deadline).
+  pg_status_t wait(int64_t timeout_ms, std::string* message) const;
+
+  // A posted send/recv, owned by the thread that waits on it.
+  std::unique_ptr<gloo::transport::UnboundBuffer> p2p;
+
+ private:
+  const pg_backend_op_t op_;
+  const uint32_t tag_;
+  const Clock::time_point deadline_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  pg_status_t status_ = PG_PENDING;
+  std::string message_;
+};
+
+}  // namespace procgroup::gloo_backend
+
+#endif  // PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
