@@ -87,7 +87,9 @@ TEST_P(Lifecycle, WaitWithOwnTimeoutReturnsPendingThenCompletes) {
     pg_buffer_t b = pg_buffer_cpu(&x, 1, PG_DTYPE_I32);
     pg_work_t w = nullptr;
     ASSERT_EQ(pg_allreduce(g, nullptr, &b, nullptr, &w), PG_OK) << pg_last_error();
-    if (rank == 0) EXPECT_EQ(pg_work_wait(w, 50), PG_PENDING);
+    if (rank == 0) {
+      EXPECT_EQ(pg_work_wait(w, 50), PG_PENDING);
+    }
     EXPECT_EQ(pg_work_wait(w, -1), PG_OK) << pg_last_error();
     EXPECT_EQ(x, 3);
     pg_work_release(w);

@@ -42,6 +42,10 @@ Status Status::with_context(std::string_view context) const {
 
 void set_last_error(std::string_view message) { t_last_error.assign(message); }
 
+void clear_last_error() {
+  if (!t_last_error.empty()) t_last_error.clear();
+}
+
 const char* last_error() { return t_last_error.c_str(); }
 
 pg_status_t report(const Status& status) noexcept {

@@ -66,6 +66,8 @@ const char* status_name(pg_status_t code);
 
 // Thread-local message behind pg_last_error().
 void set_last_error(std::string_view message);
+// Empties it (cheaply: the common case before every plugin call).
+void clear_last_error();
 const char* last_error();
 
 // Runs body (returning Status) at a C entry point: stores the message of a failure as

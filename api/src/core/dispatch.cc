@@ -133,8 +133,10 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
                      WorkState& work) {
   const Plugin& p = group.plugin();
   OpArgs args = route.args;
-  auto scratch = std::make_shared<int64_t>(0);  // barrier-as-allreduce's one element
+  // Barrier-as-allreduce: one element of scratch, owned by the work's completion hook.
+  std::shared_ptr<int64_t> scratch;
   if (args.op == PG_OP_ALLREDUCE && args.input.data == nullptr && args.n == 1) {
+    scratch = std::make_shared<int64_t>(0);
     args.input = pg_buffer_cpu(scratch.get(), 1, args.dtype);
     args.output = args.input;
   }
@@ -143,10 +145,12 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
   PG_RETURN_IF_ERROR(call_plugin(p.name, op_name(args.op), [&] {
     return entry_for(*p.ops, args.op)(group.backend_group(), &op, &backend_work);
   }));
-  std::function<Status()> on_success = [scratch] { return ok_status(); };
+  std::function<Status()> on_success;  // empty in the common case: nothing to allocate
   if (route.scale_after) {
     int rank = group.rank(), size = group.size();
     on_success = [args, rank, size] { return scale_output(args, rank, size); };
+  } else if (scratch) {
+    on_success = [scratch] { return ok_status(); };
   }
   work.adopt_backend_work(p.ops, p.name, backend_work, std::move(on_success));
   return ok_status();
@@ -162,7 +166,7 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
   Millis timeout = args.options.timeout_ms > 0 ? Millis(args.options.timeout_ms) : group.timeout();
   Deadline deadline = Deadline::after(timeout);
   auto state = std::make_shared<WorkState>(group.weak_from_this(),
-                                           OpLabel{args.op, seq, describe(args)}, deadline);
+                                           OpLabel{args, seq}, deadline);
   const bool native = route.kind == Route::kNative;
   if (native && !group.runner().busy()) {
     Status submitted = submit_native(group, route, seq, deadline, *state);

@@ -13,7 +13,7 @@ namespace procgroup::detail {
 
 template <class Call>
 Status call_plugin(std::string_view backend, std::string_view entry, Call&& call) {
-  set_last_error("");
+  clear_last_error();
   pg_status_t code;
   try {
     code = call();

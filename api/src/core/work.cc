@@ -7,8 +7,8 @@
 namespace procgroup::detail {
 
 std::string OpLabel::to_string() const {
-  if (seq == 0) return fmt::format("{} ({})", op_name(op), detail);
-  return fmt::format("{} #{} ({})", op_name(op), seq, detail);
+  if (seq == 0) return fmt::format("{} ({})", op_name(args.op), describe(args));
+  return fmt::format("{} #{} ({})", op_name(args.op), seq, describe(args));
 }
 
 WorkState::WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline)

@@ -12,17 +12,18 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
+#include "core/op_args.h"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::detail {
 
 class GroupState;
 
-// What a work is doing, for messages ("allreduce #12 (f32 x 1024, sum)").
+// What a work is doing, for messages ("allreduce #12 (f32 x 1024, sum)"). Kept as data and
+// formatted only when a message needs it: issuing an operation must stay cheap.
 struct OpLabel {
-  pg_op_t op = PG_OP_ALLREDUCE;
+  OpArgs args;
   uint64_t seq = 0;
-  std::string detail;
   std::string to_string() const;
 };
 

@@ -1,0 +1,80 @@
+// A rank for the multi-process tests. Creates the world group from the environment and
+// runs one scenario; prints "ok" lines and exits 0, or prints the error and exits 1.
+//   mp_worker collectives     every collective once, checked
+//   mp_worker leave-early     rank 1 exits right after joining; the others run an allreduce
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <numeric>
+#include <vector>
+
+#include "procgroup/procgroup.hpp"
+
+namespace {
+
+using procgroup::Group;
+using procgroup::ReduceOp;
+
+int check(bool good, const char* what, int rank) {
+  std::printf("rank %d %s: %s\n", rank, what, good ? "ok" : "WRONG");
+  return good ? 0 : 1;
+}
+
+int collectives(Group& g) {
+  const int rank = g.rank(), size = g.size();
+  int bad = 0;
+  std::vector<int64_t> v(1000, rank + 1);
+  g.allreduce(std::span(v)).wait();
+  bad += check(v[999] == size * (size + 1) / 2, "allreduce", rank);
+
+  std::vector<float> b(77, rank == 1 % size ? 3.5f : 0.0f);
+  g.broadcast(std::span(b), 1 % size).wait();
+  bad += check(b[76] == 3.5f, "broadcast", rank);
+
+  std::vector<int32_t> mine(5, rank), all(5 * size);
+  g.allgather(std::span<const int32_t>(mine), std::span(all)).wait();
+  bool ok = true;
+  for (int r = 0; r < size; ++r) ok &= all[5 * r + 4] == r;
+  bad += check(ok, "allgather", rank);
+
+  std::vector<double> in(3 * size, 1.0), out(3);
+  g.reduce_scatter(std::span<const double>(in), std::span(out), ReduceOp::kAvg).wait();
+  bad += check(out[2] == 1.0, "reduce_scatter avg", rank);
+
+  std::vector<int32_t> send(size), recv(size);
+  std::iota(send.begin(), send.end(), rank * 100);
+  g.alltoall(std::span<const int32_t>(send), std::span(recv)).wait();
+  ok = true;
+  for (int r = 0; r < size; ++r) ok &= recv[r] == r * 100 + rank;
+  bad += check(ok, "alltoall", rank);
+
+  g.barrier().wait();
+  return bad == 0 ? 0 : 1;
+}
+
+int leave_early(Group& g) {
+  if (g.rank() == 1) {
+    std::printf("rank 1 leaving without a word\n");
+    std::fflush(stdout);
+    std::_Exit(0);  // no destroy: as if the process crashed
+  }
+  std::vector<float> v(1 << 16, 1.0f);
+  g.allreduce(std::span(v)).wait();  // must throw, not hang
+  std::printf("rank %d allreduce unexpectedly succeeded\n", g.rank());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "collectives";
+  try {
+    Group g = Group::from_env();
+    int rc = std::strcmp(mode, "leave-early") == 0 ? leave_early(g) : collectives(g);
+    g.destroy();
+    return rc;
+  } catch (const procgroup::Error& e) {
+    std::printf("error %s: %s\n", pg_status_name(e.status()), e.what());
+    return 1;
+  }
+}
