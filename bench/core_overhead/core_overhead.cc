@@ -71,8 +71,8 @@ pg_status_t kv_remove(void*, const char* k) {
 // One measured path: issue `batch` operations (timed as "issue"), then wait for and release
 // each after all completed (timed as "complete"), then one blocking round trip each.
 struct Path {
-  std::function<void*()> issue;          // starts one op, returns its work
-  std::function<void(void*)> complete;   // waits for and releases a work
+  std::function<void*()> issue;         // starts one op, returns its work
+  std::function<void(void*)> complete;  // waits for and releases a work
 };
 
 struct Timing {
@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto negotiate = reinterpret_cast<pg_backend_negotiate_fn>(dlsym(dl, "pg_backend_negotiate"));
-  pg_host_services_t host = {sizeof(host), 0, nullptr, host_log, host_set_error, host_reduce,
-                             host_scale};
+  pg_host_services_t host = {sizeof(host),   0,           nullptr,   host_log,
+                             host_set_error, host_reduce, host_scale};
   pg_host_store_t store = {sizeof(store), 0, nullptr, kv_set, kv_get, kv_free, kv_add, kv_remove};
   pg_backend_negotiate_in_t in = {sizeof(in), 1, 1, 0, &host};
   pg_backend_negotiate_out_t out{};
@@ -193,19 +193,19 @@ int main(int argc, char** argv) {
   pg_group_destroy(group);
   out.ops->group_destroy(bg);
 
-  std::printf("# 1-element f32 allreduce on loopback, 1 rank; median over %d alternating "
-              "batches of 64%s\n", batches, pinned ? "; process pinned to CPU 0" : "");
-  std::printf("%-34s %14s %14s %14s\n", "path", "issue ns/op", "complete ns/op",
-              "round trip ns");
-  std::printf("%-34s %14.0f %14.0f %14.0f\n", "plugin table directly", d.issue_ns,
-              d.complete_ns, d.round_trip_ns);
-  std::printf("%-34s %14.0f %14.0f %14.0f\n", "libprocgroup (pg_allreduce, wait)",
-              c.issue_ns, c.complete_ns, c.round_trip_ns);
+  std::printf(
+      "# 1-element f32 allreduce on loopback, 1 rank; median over %d alternating "
+      "batches of 64%s\n",
+      batches, pinned ? "; process pinned to CPU 0" : "");
+  std::printf("%-34s %14s %14s %14s\n", "path", "issue ns/op", "complete ns/op", "round trip ns");
+  std::printf("%-34s %14.0f %14.0f %14.0f\n", "plugin table directly", d.issue_ns, d.complete_ns,
+              d.round_trip_ns);
+  std::printf("%-34s %14.0f %14.0f %14.0f\n", "libprocgroup (pg_allreduce, wait)", c.issue_ns,
+              c.complete_ns, c.round_trip_ns);
   std::printf("%-34s %14.0f %14.0f %14.0f\n", "core overhead", c.issue_ns - d.issue_ns,
               c.complete_ns - d.complete_ns, c.round_trip_ns - d.round_trip_ns);
-  std::printf("%-34s %13.2fx %13.2fx %13.2fx\n", "ratio (core / direct)",
-              c.issue_ns / d.issue_ns, c.complete_ns / d.complete_ns,
-              c.round_trip_ns / d.round_trip_ns);
+  std::printf("%-34s %13.2fx %13.2fx %13.2fx\n", "ratio (core / direct)", c.issue_ns / d.issue_ns,
+              c.complete_ns / d.complete_ns, c.round_trip_ns / d.round_trip_ns);
   dlclose(dl);
   return 0;
 }

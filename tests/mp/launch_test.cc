@@ -49,8 +49,8 @@ std::vector<ProcessResult> run_ranks(int size, const std::vector<std::string>& a
 }
 
 TEST(Launch, PgrunThreeRanksOnGloo) {
-  ProcessResult r = run({PGRUN_PATH, "--nproc-per-node", "3", MP_WORKER_PATH, "collectives"},
-                        90, {"PROCGROUP_BACKEND=gloo", "PROCGROUP_TIMEOUT=60"});
+  ProcessResult r = run({PGRUN_PATH, "--nproc-per-node", "3", MP_WORKER_PATH, "collectives"}, 90,
+                        {"PROCGROUP_BACKEND=gloo", "PROCGROUP_TIMEOUT=60"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count(r.out, ": ok"), 3 * 5) << r.out;
   EXPECT_EQ(count(r.out, "WRONG"), 0) << r.out;
@@ -67,9 +67,9 @@ TEST(Launch, DefaultBackendIsGloo) {
 TEST(Launch, TorchrunStyleEnvironmentWithoutALauncher) {
   const std::string port = std::to_string(free_port());
   auto results = run_ranks(2, {"collectives"}, [&](int r) {
-    return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=2",
+    return std::vector<std::string>{"RANK=" + std::to_string(r),       "WORLD_SIZE=2",
                                     "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=2",
-                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port,
+                                    "MASTER_ADDR=127.0.0.1",           "MASTER_PORT=" + port,
                                     "PROCGROUP_BACKEND=gloo"};
   });
   for (auto& r : results) EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -78,10 +78,15 @@ TEST(Launch, TorchrunStyleEnvironmentWithoutALauncher) {
 TEST(Launch, SlurmVariables) {
   const std::string port = std::to_string(free_port());
   auto results = run_ranks(2, {"collectives"}, [&](int r) {
-    return std::vector<std::string>{"RANK=", "WORLD_SIZE=", "SLURM_PROCID=" + std::to_string(r),
-                                    "SLURM_NTASKS=2", "SLURM_LOCALID=" + std::to_string(r),
-                                    "SLURM_NTASKS_PER_NODE=2", "SLURM_NNODES=1",
-                                    "MASTER_PORT=" + port, "PROCGROUP_BACKEND=gloo"};
+    return std::vector<std::string>{"RANK=",
+                                    "WORLD_SIZE=",
+                                    "SLURM_PROCID=" + std::to_string(r),
+                                    "SLURM_NTASKS=2",
+                                    "SLURM_LOCALID=" + std::to_string(r),
+                                    "SLURM_NTASKS_PER_NODE=2",
+                                    "SLURM_NNODES=1",
+                                    "MASTER_PORT=" + port,
+                                    "PROCGROUP_BACKEND=gloo"};
   });
   for (auto& r : results) EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
@@ -89,8 +94,8 @@ TEST(Launch, SlurmVariables) {
 TEST(Launch, Mpirun) {
   if (access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
   const std::string port = std::to_string(free_port());
-  ProcessResult r = run({MPIRUN_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                         "--mca", "btl", "self,tcp", "-x", "MASTER_PORT=" + port, "-x",
+  ProcessResult r = run({MPIRUN_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
+                         "btl", "self,tcp", "-x", "MASTER_PORT=" + port, "-x",
                          "PROCGROUP_BACKEND=gloo", MP_WORKER_PATH, "collectives"},
                         120, {"RANK=", "WORLD_SIZE=", "OMPI_MCA_plm_rsh_agent="});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -27,8 +27,7 @@ namespace procgroup {
 class Error : public std::runtime_error {
  public:
   Error(pg_status_t status, const std::string& message)
-      : std::runtime_error(std::string(pg_status_name(status)) + ": " + message),
-        status_(status) {}
+      : std::runtime_error(std::string(pg_status_name(status)) + ": " + message), status_(status) {}
   pg_status_t status() const noexcept { return status_; }
 
  private:
@@ -58,22 +57,30 @@ struct BFloat16 {
 template <class T>
 constexpr pg_dtype_t dtype_of() {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, float>) return PG_DTYPE_F32;
-  else if constexpr (std::is_same_v<U, double>) return PG_DTYPE_F64;
-  else if constexpr (std::is_same_v<U, Half>) return PG_DTYPE_F16;
-  else if constexpr (std::is_same_v<U, BFloat16>) return PG_DTYPE_BF16;
-  else if constexpr (std::is_same_v<U, int8_t>) return PG_DTYPE_I8;
-  else if constexpr (std::is_same_v<U, uint8_t>) return PG_DTYPE_U8;
-  else if constexpr (std::is_same_v<U, int32_t>) return PG_DTYPE_I32;
-  else if constexpr (std::is_same_v<U, int64_t>) return PG_DTYPE_I64;
-  else static_assert(sizeof(U) == 0, "procgroup: unsupported element type");
+  if constexpr (std::is_same_v<U, float>)
+    return PG_DTYPE_F32;
+  else if constexpr (std::is_same_v<U, double>)
+    return PG_DTYPE_F64;
+  else if constexpr (std::is_same_v<U, Half>)
+    return PG_DTYPE_F16;
+  else if constexpr (std::is_same_v<U, BFloat16>)
+    return PG_DTYPE_BF16;
+  else if constexpr (std::is_same_v<U, int8_t>)
+    return PG_DTYPE_I8;
+  else if constexpr (std::is_same_v<U, uint8_t>)
+    return PG_DTYPE_U8;
+  else if constexpr (std::is_same_v<U, int32_t>)
+    return PG_DTYPE_I32;
+  else if constexpr (std::is_same_v<U, int64_t>)
+    return PG_DTYPE_I64;
+  else
+    static_assert(sizeof(U) == 0, "procgroup: unsupported element type");
 }
 
 // A CPU buffer descriptor over a span.
 template <class T>
 pg_buffer_t buffer(std::span<T> data) {
-  return pg_buffer_cpu(const_cast<std::remove_cv_t<T>*>(data.data()), data.size(),
-                       dtype_of<T>());
+  return pg_buffer_cpu(const_cast<std::remove_cv_t<T>*>(data.data()), data.size(), dtype_of<T>());
 }
 
 // Options for one operation (root, peer, tag, timeout), in the C struct's terms.
@@ -199,7 +206,8 @@ class Group {
     return run(pg_allreduce, nullptr, &b, op_options(op));
   }
   template <class T>
-  Work allreduce(std::span<const std::type_identity_t<T>> in, std::span<T> out, ReduceOp op = ReduceOp::kSum) const {
+  Work allreduce(std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                 ReduceOp op = ReduceOp::kSum) const {
     return two(pg_allreduce, in, out, op_options(op));
   }
   template <class T>
@@ -262,7 +270,8 @@ class Group {
 
   // Empty spans mean "absent" (e.g. a non-root's output).
   template <class T>
-  Work two(CFn fn, std::span<const std::type_identity_t<T>> in, std::span<T> out, const pg_op_options_t& o) const {
+  Work two(CFn fn, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+           const pg_op_options_t& o) const {
     pg_buffer_t bi = buffer(in), bo = buffer(out);
     return run(fn, in.data() ? &bi : nullptr, out.data() ? &bo : nullptr, o);
   }

@@ -37,8 +37,8 @@ bool log_enabled(int level) {
 
 void log_line(int level, std::string_view component, std::string_view message) {
   // One write per line so lines of concurrent threads and ranks do not interleave.
-  std::string line = fmt::format("procgroup[{}] {} {}: {}\n", getpid(), level_name(level),
-                                 component, message);
+  std::string line =
+      fmt::format("procgroup[{}] {} {}: {}\n", getpid(), level_name(level), component, message);
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }

@@ -63,8 +63,8 @@ pg_status_t report_exception(const char* function) noexcept {
   } catch (const std::bad_alloc&) {
     return report(Status(PG_ERR_OUT_OF_MEMORY, fmt::format("{}: out of memory", function)));
   } catch (const std::exception& e) {
-    return report(Status(PG_ERR_INTERNAL,
-                         fmt::format("{}: unexpected exception: {}", function, e.what())));
+    return report(
+        Status(PG_ERR_INTERNAL, fmt::format("{}: unexpected exception: {}", function, e.what())));
   } catch (...) {
     return report(Status(PG_ERR_INTERNAL, fmt::format("{}: unexpected exception", function)));
   }

@@ -46,8 +46,8 @@ Status make_error(pg_status_t code, fmt::format_string<Args...> format, Args&&..
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}            // NOLINT: implicit on purpose
-  Result(Status status) : status_(std::move(status)) {}    // NOLINT: implicit on purpose
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit on purpose
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit on purpose
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -93,10 +93,10 @@ pg_status_t c_guard(const char* function, Body&& body) noexcept {
 #define PG_CONCAT_INNER_(a, b) a##b
 #define PG_CONCAT_(a, b) PG_CONCAT_INNER_(a, b)
 
-#define PG_RETURN_IF_ERROR(expr)                             \
-  do {                                                       \
-    ::procgroup::detail::Status pg_status_tmp_ = (expr);     \
-    if (!pg_status_tmp_.ok()) return pg_status_tmp_;         \
+#define PG_RETURN_IF_ERROR(expr)                         \
+  do {                                                   \
+    ::procgroup::detail::Status pg_status_tmp_ = (expr); \
+    if (!pg_status_tmp_.ok()) return pg_status_tmp_;     \
   } while (0)
 
 #define PG_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

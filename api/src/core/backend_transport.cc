@@ -61,12 +61,11 @@ Result<Request> BackendTransport::post(pg_op_t op, int peer, void* data, size_t 
   (op == PG_OP_SEND ? request.input : request.output) = buffer;
   pg_backend_op_fn entry = op == PG_OP_SEND ? plugin.ops->send : plugin.ops->recv;
   pg_backend_work_t work = nullptr;
-  Status status = call_plugin(plugin.name, op == PG_OP_SEND ? "send" : "recv", [&] {
-    return entry(group_.backend_group(), &request, &work);
-  });
-  std::string what = fmt::format("{} of {} bytes {} rank {} (tag {:#x})",
-                                 op == PG_OP_SEND ? "send" : "recv", bytes,
-                                 op == PG_OP_SEND ? "to" : "from", peer, tag);
+  Status status = call_plugin(plugin.name, op == PG_OP_SEND ? "send" : "recv",
+                              [&] { return entry(group_.backend_group(), &request, &work); });
+  std::string what =
+      fmt::format("{} of {} bytes {} rank {} (tag {:#x})", op == PG_OP_SEND ? "send" : "recv",
+                  bytes, op == PG_OP_SEND ? "to" : "from", peer, tag);
   if (!status.ok()) return status.with_context(what);
   return Request(std::make_unique<BackendIo>(plugin, work, deadline_, std::move(what)));
 }

@@ -30,9 +30,8 @@ Result<pg_group_options_t> read_group_options(const pg_group_options_t* options)
   return result;
 }
 
-pg_status_t collective(const char* function, pg_op_t op, pg_group_t group,
-                       const pg_buffer_t* input, const pg_buffer_t* output,
-                       const pg_op_options_t* options, pg_work_t* work) {
+pg_status_t collective(const char* function, pg_op_t op, pg_group_t group, const pg_buffer_t* input,
+                       const pg_buffer_t* output, const pg_op_options_t* options, pg_work_t* work) {
   return c_guard(function, [&]() -> Status {
     if (group == nullptr) return null_error(function, "group");
     return run_op(*group->state, op, input, output, options, work);
@@ -58,8 +57,7 @@ PG_API pg_status_t pg_get_version(uint32_t* major, uint32_t* minor) {
 }
 
 PG_API pg_status_t pg_group_create_versioned(uint32_t caller_abi_version,
-                                             const pg_group_options_t* options,
-                                             pg_group_t* out) {
+                                             const pg_group_options_t* options, pg_group_t* out) {
   return c_guard(__func__, [&]() -> Status {
     PG_REQUIRE(out);
     *out = nullptr;
@@ -77,8 +75,7 @@ PG_API pg_status_t pg_group_create_versioned(uint32_t caller_abi_version,
   });
 }
 
-PG_API pg_status_t pg_group_split(pg_group_t parent, int32_t color, int32_t key,
-                                  pg_group_t* out) {
+PG_API pg_status_t pg_group_split(pg_group_t parent, int32_t color, int32_t key, pg_group_t* out) {
   return c_guard(__func__, [&]() -> Status {
     PG_REQUIRE(parent);
     PG_REQUIRE(out);
@@ -92,8 +89,8 @@ PG_API pg_status_t pg_group_split(pg_group_t parent, int32_t color, int32_t key,
 PG_API pg_status_t pg_group_abort(pg_group_t group) {
   return c_guard(__func__, [&]() -> Status {
     PG_REQUIRE(group);
-    group->state->abort(make_error(PG_ERR_ABORTED, "group '{}' was aborted by the user",
-                                   group->state->id()));
+    group->state->abort(
+        make_error(PG_ERR_ABORTED, "group '{}' was aborted by the user", group->state->id()));
     return ok_status();
   });
 }
@@ -168,9 +165,8 @@ PG_API pg_status_t pg_allgather(pg_group_t g, const pg_buffer_t* in, const pg_bu
                                 const pg_op_options_t* o, pg_work_t* w) {
   return collective(__func__, PG_OP_ALLGATHER, g, in, out, o, w);
 }
-PG_API pg_status_t pg_reduce_scatter(pg_group_t g, const pg_buffer_t* in,
-                                     const pg_buffer_t* out, const pg_op_options_t* o,
-                                     pg_work_t* w) {
+PG_API pg_status_t pg_reduce_scatter(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,
+                                     const pg_op_options_t* o, pg_work_t* w) {
   return collective(__func__, PG_OP_REDUCE_SCATTER, g, in, out, o, w);
 }
 PG_API pg_status_t pg_gather(pg_group_t g, const pg_buffer_t* in, const pg_buffer_t* out,

@@ -28,8 +28,9 @@ Algorithm fallback_for(pg_op_t op) {
 
 pg_backend_op_fn entry_for(const pg_backend_ops_t& ops, pg_op_t op) {
   const pg_backend_op_fn entries[PG_OP_COUNT_] = {
-      ops.allreduce, ops.broadcast, ops.reduce, ops.allgather, ops.reduce_scatter, ops.gather,
-      ops.scatter,   ops.alltoall,  ops.barrier, ops.send,     ops.recv};
+      ops.allreduce,      ops.broadcast, ops.reduce,  ops.allgather,
+      ops.reduce_scatter, ops.gather,    ops.scatter, ops.alltoall,
+      ops.barrier,        ops.send,      ops.recv};
   return op >= 0 && op < PG_OP_COUNT_ ? entries[op] : nullptr;
 }
 
@@ -42,28 +43,25 @@ bool reduces(pg_op_t op) {
 // How an operation will run on this backend.
 struct Route {
   enum Kind { kNative, kEmulated } kind = kNative;
-  OpArgs args;                 // what the backend (or the algorithm) is given
-  bool scale_after = false;    // AVG computed as SUM: divide the output afterwards
+  OpArgs args;               // what the backend (or the algorithm) is given
+  bool scale_after = false;  // AVG computed as SUM: divide the output afterwards
 };
 
 bool native_ok(const Plugin& p, const OpArgs& a) {
   if (entry_for(*p.ops, a.op) == nullptr || !has_bit(p.native_ops, a.op)) return false;
   if (a.op == PG_OP_BARRIER) return true;
-  if (a.op != PG_OP_SEND && a.op != PG_OP_RECV && !has_bit(p.native_dtypes, a.dtype))
-    return false;
+  if (a.op != PG_OP_SEND && a.op != PG_OP_RECV && !has_bit(p.native_dtypes, a.dtype)) return false;
   return !reduces(a.op) || has_bit(p.native_reduce_ops, a.options.reduce_op);
 }
 
 Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
   Route route{Route::kNative, args, false};
   if (!has_bit(p.devices, args.device))
-    return make_error(PG_ERR_UNSUPPORTED,
-                      "backend '{}' does not handle {} buffers{}", p.name,
+    return make_error(PG_ERR_UNSUPPORTED, "backend '{}' does not handle {} buffers{}", p.name,
                       device_name(args.device),
                       args.device == PG_DEVICE_CUDA ? "; use PROCGROUP_BACKEND=nccl for CUDA" : "");
   if (native_ok(p, args)) return route;
-  if (reduces(args.op) && args.options.reduce_op == PG_REDUCE_AVG &&
-      args.device == PG_DEVICE_CPU) {
+  if (reduces(args.op) && args.options.reduce_op == PG_REDUCE_AVG && args.device == PG_DEVICE_CPU) {
     route.args.options.reduce_op = PG_REDUCE_SUM;
     route.scale_after = true;
     if (native_ok(p, route.args)) return route;
@@ -165,8 +163,7 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
   const uint64_t seq = p2p ? 0 : group.next_seq();
   Millis timeout = args.options.timeout_ms > 0 ? Millis(args.options.timeout_ms) : group.timeout();
   Deadline deadline = Deadline::after(timeout);
-  auto state = std::make_shared<WorkState>(group.weak_from_this(),
-                                           OpLabel{args, seq}, deadline);
+  auto state = std::make_shared<WorkState>(group.weak_from_this(), OpLabel{args, seq}, deadline);
   const bool native = route.kind == Route::kNative;
   if (native && !group.runner().busy()) {
     Status submitted = submit_native(group, route, seq, deadline, *state);

@@ -16,7 +16,7 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
 
 // For the C entry points: validates, submits and either hands out a work handle or, when
 // work_out is NULL, waits for completion.
-Status run_op(GroupState& group, pg_op_t op, const pg_buffer_t* input,
-              const pg_buffer_t* output, const pg_op_options_t* options, pg_work_t* work_out);
+Status run_op(GroupState& group, pg_op_t op, const pg_buffer_t* input, const pg_buffer_t* output,
+              const pg_op_options_t* options, pg_work_t* work_out);
 
 }  // namespace procgroup::detail

@@ -55,8 +55,8 @@ GroupState::~GroupState() {
 }
 
 Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config) {
-  std::string backend = config.backend.empty() ? default_backend(config.device_type)
-                                               : config.backend;
+  std::string backend =
+      config.backend.empty() ? default_backend(config.device_type) : config.backend;
   PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
   StoreConfig store_config{config.store_url, config.rank, config.size, config.store_token,
                            config.timeout};
@@ -84,22 +84,20 @@ Status GroupState::create_backend_group(const std::string& master_addr, int devi
   config.store = host_store_->c_store();
   config.group_id = id_.c_str();
   config.master_addr = master_addr.c_str();
-  Status status = call_plugin(plugin_->name, "group_create", [&] {
-    return plugin_->ops->group_create(&config, &backend_group_);
-  });
+  Status status = call_plugin(plugin_->name, "group_create",
+                              [&] { return plugin_->ops->group_create(&config, &backend_group_); });
   if (status.ok() && backend_group_ == nullptr)
-    status = make_error(PG_ERR_BACKEND, "backend '{}' group_create returned no group",
-                        plugin_->name);
-  return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'",
-                                         id_, members_.rank, members_.size, plugin_->name));
+    status =
+        make_error(PG_ERR_BACKEND, "backend '{}' group_create returned no group", plugin_->name);
+  return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'", id_,
+                                         members_.rank, members_.size, plugin_->name));
 }
 
 Status GroupState::check_usable() {
   std::lock_guard lock(mutex_);
   if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
   if (failure_)
-    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
-                      failure_->to_string());
+    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_, failure_->to_string());
   return ok_status();
 }
 
@@ -115,8 +113,7 @@ void GroupState::abort(const Status& reason) {
     if (aborted_) return;
     aborted_ = true;
   }
-  log(kLogWarn, "core", "group '{}' rank {}: aborting: {}", id_, members_.rank,
-      reason.to_string());
+  log(kLogWarn, "core", "group '{}' rank {}: aborting: {}", id_, members_.rank, reason.to_string());
   if (backend_group_ != nullptr) {
     Status ignored = call_plugin(plugin_->name, "group_abort",
                                  [&] { return plugin_->ops->group_abort(backend_group_); });

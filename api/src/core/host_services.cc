@@ -37,8 +37,7 @@ pg_status_t host_scale_down(void*, void* data, uint64_t count, pg_dtype_t dtype,
 }
 
 const pg_host_services_t kHostServices = {
-    sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error, host_reduce,
-    host_scale_down};
+    sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error, host_reduce, host_scale_down};
 
 HostStore* self(void* ctx) { return static_cast<HostStore*>(ctx); }
 
@@ -93,10 +92,14 @@ pg_status_t store_remove(void* ctx, const char* key) noexcept {
 const pg_host_services_t* host_services() { return &kHostServices; }
 
 HostStore::HostStore(std::shared_ptr<Store> store, Millis default_timeout)
-    : store_(std::move(store)),
-      default_timeout_(default_timeout),
-      c_store_{sizeof(pg_host_store_t), 0,         this,       store_set,
-               store_get,               store_free, store_add, store_remove} {}
+    : store_(std::move(store)), default_timeout_(default_timeout), c_store_{sizeof(pg_host_store_t),
+                                                                            0,
+                                                                            this,
+                                                                            store_set,
+                                                                            store_get,
+                                                                            store_free,
+                                                                            store_add,
+                                                                            store_remove} {}
 
 Status backend_failure(pg_status_t code, std::string_view backend, std::string_view entry) {
   std::string message = last_error();

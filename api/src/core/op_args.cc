@@ -10,8 +10,7 @@ namespace {
 constexpr int32_t kMaxUserTag = (1 << 30) - 1;
 
 bool rooted(pg_op_t op) {
-  return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER ||
-         op == PG_OP_SCATTER;
+  return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER || op == PG_OP_SCATTER;
 }
 
 bool reducing(pg_op_t op) {
@@ -85,18 +84,18 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: timeout_ms is negative ({})", name,
                       options.timeout_ms);
   if (reducing(op) && !reduce_op_valid(options.reduce_op))
-    return make_error(PG_ERR_INVALID_ARGUMENT, "{}: invalid reduce op {}", name,
-                      options.reduce_op);
+    return make_error(PG_ERR_INVALID_ARGUMENT, "{}: invalid reduce op {}", name, options.reduce_op);
   if (rooted(op) && (options.root < 0 || options.root >= size))
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: root {} is not a rank of this group (size {})",
                       name, options.root, size);
   if (op == PG_OP_SEND || op == PG_OP_RECV) {
     if (options.peer < 0 || options.peer >= size)
-      return make_error(PG_ERR_INVALID_ARGUMENT, "{}: peer {} is not a rank of this group (size {})",
-                        name, options.peer, size);
+      return make_error(PG_ERR_INVALID_ARGUMENT,
+                        "{}: peer {} is not a rank of this group (size {})", name, options.peer,
+                        size);
     if (options.tag < 0 || options.tag > kMaxUserTag)
-      return make_error(PG_ERR_INVALID_ARGUMENT, "{}: tag {} is outside 0..{}", name,
-                        options.tag, kMaxUserTag);
+      return make_error(PG_ERR_INVALID_ARGUMENT, "{}: tag {} is outside 0..{}", name, options.tag,
+                        kMaxUserTag);
   }
   if (op == PG_OP_BARRIER) return a;
 
@@ -104,9 +103,15 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
   // Which buffers this rank must pass.
   bool need_output = true, need_input = false;
   switch (op) {
-    case PG_OP_SEND: need_output = false; need_input = true; break;
+    case PG_OP_SEND:
+      need_output = false;
+      need_input = true;
+      break;
     case PG_OP_REDUCE: need_output = is_root; break;
-    case PG_OP_GATHER: need_output = is_root; need_input = !is_root; break;
+    case PG_OP_GATHER:
+      need_output = is_root;
+      need_input = !is_root;
+      break;
     case PG_OP_REDUCE_SCATTER: need_input = true; break;
     case PG_OP_SCATTER: need_input = is_root; break;
     default: break;
@@ -126,8 +131,7 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
     if (input->dtype != output->dtype)
       return make_error(PG_ERR_INVALID_ARGUMENT, "{}: input dtype {} differs from output dtype {}",
                         name, dtype_name(input->dtype), dtype_name(output->dtype));
-    if (input->device_type != output->device_type ||
-        input->device_index != output->device_index)
+    if (input->device_type != output->device_type || input->device_index != output->device_index)
       return make_error(PG_ERR_INVALID_ARGUMENT, "{}: input and output are on different devices",
                         name);
   }
@@ -177,8 +181,7 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
     case PG_OP_GATHER:
       if (output != nullptr) {
         a.output = *output;
-        if (output->count % world != 0)
-          return not_multiple_error(name, output->count, size);
+        if (output->count % world != 0) return not_multiple_error(name, output->count, size);
         a.n = output->count / world;
         a.input = input != nullptr ? *input : at(*output, rank * a.n, a.n);
         if (a.input.count != a.n) return count_error(name, "input count", a.input.count, a.n);
@@ -197,8 +200,7 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
           return count_error(name, "input count", input->count, world * a.n);
       }
       break;
-    default:
-      return make_error(PG_ERR_INTERNAL, "unknown op {}", op);
+    default: return make_error(PG_ERR_INTERNAL, "unknown op {}", op);
   }
 
   // Overlap is only allowed in the exact in-place forms.

@@ -22,10 +22,12 @@ Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
   pg_buffer_t in = pg_buffer_cpu(mine.data(), 2, PG_DTYPE_I32);
   pg_buffer_t out = pg_buffer_cpu(all.data(), all.size(), PG_DTYPE_I32);
   pg_op_options_t options = PG_OP_OPTIONS_INIT;
-  PG_ASSIGN_OR_RETURN(OpArgs args, make_op_args(PG_OP_ALLGATHER, &in, &out, options, rank(), size()));
+  PG_ASSIGN_OR_RETURN(OpArgs args,
+                      make_op_args(PG_OP_ALLGATHER, &in, &out, options, rank(), size()));
   std::shared_ptr<WorkState> work;
   PG_RETURN_IF_ERROR(submit_op(*this, args, &work));
-  PG_RETURN_IF_ERROR(work->wait(Deadline::never()).with_context("pg_group_split: exchanging colors"));
+  PG_RETURN_IF_ERROR(
+      work->wait(Deadline::never()).with_context("pg_group_split: exchanging colors"));
   if (color == PG_SPLIT_NO_COLOR) return std::shared_ptr<GroupState>();
 
   std::vector<std::pair<int32_t, int>> members;  // (key, parent rank)

@@ -55,9 +55,9 @@ const Status& WorkState::finish_locked(Status status) {
 }
 
 const Status& WorkState::timeout_locked() {
-  Status status = make_error(
-      PG_ERR_TIMEOUT, "{} did not complete within the group timeout; the group is aborted",
-      label_.to_string());
+  Status status = make_error(PG_ERR_TIMEOUT,
+                             "{} did not complete within the group timeout; the group is aborted",
+                             label_.to_string());
   if (auto group = group_.lock()) {
     status = group->describe_timeout(label_);
     group->abort(status);

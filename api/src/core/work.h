@@ -36,8 +36,8 @@ class WorkState {
 
   // Native: the work completes when the backend's does; then on_success runs once
   // (e.g. AVG's final scaling when the backend only sums).
-  void adopt_backend_work(const pg_backend_ops_t* ops, std::string backend,
-                          pg_backend_work_t work, std::function<Status()> on_success);
+  void adopt_backend_work(const pg_backend_ops_t* ops, std::string backend, pg_backend_work_t work,
+                          std::function<Status()> on_success);
   // Emulated: the runner calls this when done.
   void complete(Status status);
 

@@ -47,7 +47,10 @@ TEST(Status, GuardSetsLastErrorAndCatchesExceptions) {
 
 TEST(Status, LastErrorIsPerThread) {
   set_last_error("main");
-  std::thread([] { EXPECT_STREQ(last_error(), ""); set_last_error("other"); }).join();
+  std::thread([] {
+    EXPECT_STREQ(last_error(), "");
+    set_last_error("other");
+  }).join();
   EXPECT_STREQ(last_error(), "main");
 }
 
