@@ -4,6 +4,7 @@
 #include "collectives/reduce.h"
 #include "common/dtype.h"
 #include "core/backend_transport.h"
+#include "core/fingerprint.h"
 #include "core/plugin_call.h"
 
 namespace procgroup::detail {
@@ -154,6 +155,14 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
   return ok_status();
 }
 
+// Runs a route to completion on the calling thread (the runner's).
+Status run_route(GroupState& group, const Route& route, const OpLabel& label, Deadline deadline) {
+  if (route.kind == Route::kEmulated) return run_emulated(group, route.args, label.seq, deadline);
+  auto inner = std::make_shared<WorkState>(group.weak_from_this(), label, deadline);
+  PG_RETURN_IF_ERROR(submit_native(group, route, label.seq, deadline, *inner));
+  return inner->wait(deadline);
+}
+
 }  // namespace
 
 Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkState>* work) {
@@ -161,35 +170,35 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
   PG_ASSIGN_OR_RETURN(Route route, choose_route(group.plugin(), args));
   const bool p2p = args.op == PG_OP_SEND || args.op == PG_OP_RECV;
   const uint64_t seq = p2p ? 0 : group.next_seq();
+  const bool check = group.debug_detail() && !p2p;
   Millis timeout = args.options.timeout_ms > 0 ? Millis(args.options.timeout_ms) : group.timeout();
   Deadline deadline = Deadline::after(timeout);
-  auto state = std::make_shared<WorkState>(group.weak_from_this(), OpLabel{args, seq}, deadline);
+  OpLabel label{args, seq};
+  const uint64_t trace_id = group.recorder().start(label);
+  auto state = std::make_shared<WorkState>(group.weak_from_this(), label, deadline, trace_id);
   const bool native = route.kind == Route::kNative;
-  if (native && !group.runner().busy()) {
+  if (native && !check && !group.runner().busy()) {
     Status submitted = submit_native(group, route, seq, deadline, *state);
     if (!submitted.ok()) {
-      group.mark_failed(submitted);
-      return submitted.with_context(state->label().to_string());
+      Status failure = submitted.with_context(label.to_string());
+      state->complete(failure);  // records it and fails the group if it was fatal
+      return failure;
     }
   } else {
-    // Behind queued emulated work (or emulated itself): run in issue order on the runner,
-    // after every native work issued before it, so data dependencies hold.
+    // Behind queued emulated work (or emulated, or checked, itself): run in issue order on
+    // the runner, after every native work issued before it, so data dependencies hold.
     auto before = group.pending_native_works();
     auto owner = group.shared_from_this();
-    group.runner().post([owner, state, route, seq, deadline, before] {
+    group.runner().post([owner, state, route, label, deadline, before, check] {
       for (auto& earlier : before) {
         Status s = earlier->wait(deadline);
         if (!s.ok() && s.code() != PG_PENDING) break;  // its failure already failed the group
       }
       Status status = owner->check_usable();
-      if (status.ok() && route.kind == Route::kEmulated) {
-        status = run_emulated(*owner, route.args, seq, deadline);
-      } else if (status.ok()) {
-        auto inner = std::make_shared<WorkState>(owner, state->label(), deadline);
-        status = submit_native(*owner, route, seq, deadline, *inner);
-        if (status.ok()) status = inner->wait(deadline);
-      }
-      if (!status.ok()) status = status.with_context(state->label().to_string());
+      if (status.ok() && check) status = check_fingerprints(*owner, route.args, label.seq, deadline);
+      if (status.ok()) status = run_route(*owner, route, label, deadline);
+      if (!status.ok() && status.code() != PG_ERR_MISMATCH)
+        status = status.with_context(label.to_string());
       state->complete(status);
     });
   }

@@ -6,13 +6,14 @@
 namespace procgroup::detail {
 namespace {
 
-// Failures after which the group's collectives can no longer be trusted.
+// Failures after which the group's collectives can no longer be trusted. A mismatch is
+// not one: it is caught before the mismatched operation runs (PROCGROUP_DEBUG=detail, or
+// by the backend's own agreement check), so every rank's backend is still in step.
 bool is_fatal(pg_status_t code) {
   switch (code) {
     case PG_ERR_TIMEOUT:
     case PG_ERR_PEER_LOST:
     case PG_ERR_ABORTED:
-    case PG_ERR_MISMATCH:
     case PG_ERR_BACKEND:
     case PG_ERR_INTERNAL: return true;
     default: return false;
@@ -35,14 +36,16 @@ void prune_if_grown(std::vector<std::weak_ptr<T>>& list) {
 }  // namespace
 
 GroupState::GroupState(std::string id, Members members, Millis timeout, PluginRef plugin,
-                       std::shared_ptr<Store> root_store, bool owns_store)
+                       std::shared_ptr<Store> root_store, bool owns_store,
+                       Diagnostics diagnostics)
     : id_(std::move(id)),
       members_(members),
       timeout_(timeout),
       plugin_(std::move(plugin)),
       root_store_(std::move(root_store)),
       owns_store_(owns_store),
-      runner_(id_) {}
+      runner_(id_),
+      diagnostics_(std::move(diagnostics)) {}
 
 GroupState::~GroupState() {
   // destroy() is the normal path; this covers a failed creation or a leaked handle.
@@ -62,8 +65,10 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
                            config.timeout};
   PG_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, open_store(store_config));
   Members members{config.rank, config.size, config.local_rank, config.local_size};
-  std::shared_ptr<GroupState> group(
-      new GroupState(config.name, members, config.timeout, std::move(plugin), store, true));
+  Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config};
+  std::shared_ptr<GroupState> group(new GroupState(config.name, members, config.timeout,
+                                                   std::move(plugin), store, true,
+                                                   std::move(diagnostics)));
   PG_RETURN_IF_ERROR(group->create_backend_group(config.master_addr, config.device_type));
   log(kLogInfo, "core", "group '{}' rank {}/{} on backend '{}' (ranks from {})", config.name,
       config.rank, config.size, group->plugin().name, config.launcher);
@@ -103,6 +108,11 @@ Status GroupState::check_usable() {
 
 void GroupState::mark_failed(const Status& failure) {
   if (!is_fatal(failure.code())) return;
+  if (failure.code() == PG_ERR_TIMEOUT && !hang_reported_.exchange(true)) {
+    HangContext context{id_, members_.rank, members_.size, diagnostics_.store,
+                        diagnostics_.trace_dir};
+    report_hang(context, recorder_);
+  }
   abort(failure);
 }
 

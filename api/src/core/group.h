@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "core/fallback_runner.h"
+#include "core/flight_recorder.h"
+#include "core/hang_report.h"
 #include "core/host_services.h"
 #include "core/work.h"
 #include "loader/loader.h"
@@ -27,6 +29,13 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
     int size = 1;
     int local_rank = 0;
     int local_size = 1;
+  };
+
+  // Debugging aids, shared by a world group and its subgroups.
+  struct Diagnostics {
+    bool debug_detail = false;  // PROCGROUP_DEBUG=detail
+    std::string trace_dir;      // PROCGROUP_TRACE_DIR
+    StoreConfig store;          // for the hang report's own store connection
   };
 
   // The world group of a job (pg_group_create).
@@ -45,10 +54,13 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   pg_backend_group_t backend_group() const { return backend_group_; }
   Millis timeout() const { return timeout_; }
   FallbackRunner& runner() { return runner_; }
+  FlightRecorder& recorder() { return recorder_; }
+  bool debug_detail() const { return diagnostics_.debug_detail; }
 
   // PG_ERR_ABORTED naming the first failure if the group has failed, else OK.
   Status check_usable();
-  // Records a work's failure; fatal ones abort the group.
+  // Records a work's failure; fatal ones abort the group, and the first timeout also
+  // writes the hang report (hang_report.h) first.
   void mark_failed(const Status& failure);
   // Aborts the backend group and fails pending emulated works. Idempotent.
   void abort(const Status& reason);
@@ -69,7 +81,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
 
  private:
   GroupState(std::string id, Members members, Millis timeout, PluginRef plugin,
-             std::shared_ptr<Store> root_store, bool owns_store);
+             std::shared_ptr<Store> root_store, bool owns_store, Diagnostics diagnostics);
   Status create_backend_group(const std::string& master_addr, int device_type);
 
   const std::string id_;
@@ -81,6 +93,9 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   std::unique_ptr<HostStore> host_store_;
   pg_backend_group_t backend_group_ = nullptr;
   FallbackRunner runner_;
+  const Diagnostics diagnostics_;
+  FlightRecorder recorder_{64};
+  std::atomic<bool> hang_reported_{false};
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> splits_{0};
 

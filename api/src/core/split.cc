@@ -42,7 +42,7 @@ Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
   // The device a rank uses stays its node-local one, so local rank/size carry over.
   std::string child_id = fmt::format("{}/split{}.{}", id_, split_index, color);
   std::shared_ptr<GroupState> group(
-      new GroupState(child_id, child, timeout_, plugin_, root_store_, false));
+      new GroupState(child_id, child, timeout_, plugin_, root_store_, false, diagnostics_));
   PG_RETURN_IF_ERROR(group->create_backend_group("", -1));
   return group;
 }

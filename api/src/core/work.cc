@@ -11,8 +11,12 @@ std::string OpLabel::to_string() const {
   return fmt::format("{} #{} ({})", op_name(args.op), seq, describe(args));
 }
 
-WorkState::WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline)
-    : group_(std::move(group)), label_(std::move(label)), deadline_(deadline) {}
+WorkState::WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline,
+                     uint64_t trace_id)
+    : group_(std::move(group)),
+      label_(std::move(label)),
+      deadline_(deadline),
+      trace_id_(trace_id) {}
 
 WorkState::~WorkState() {
   if (backend_work_ != nullptr) ops_->work_release(backend_work_);
@@ -44,9 +48,11 @@ const Status& WorkState::finish_locked(Status status) {
     ops_->work_release(backend_work_);
     backend_work_ = nullptr;
   }
-  if (!status.ok()) {
-    // A failure of any work fails its group: later calls fail fast (DESIGN.md §6).
-    if (auto group = group_.lock()) group->mark_failed(status);
+  if (auto group = group_.lock()) {
+    // A fatal failure of any work fails its group: later calls fail fast (DESIGN.md §6).
+    // Before the recorder closes this entry, so a hang report shows it still running.
+    if (!status.ok()) group->mark_failed(status);
+    if (trace_id_ != 0) group->recorder().finish(trace_id_, status.code());
   }
   done_ = true;
   status_ = std::move(status);
@@ -55,14 +61,11 @@ const Status& WorkState::finish_locked(Status status) {
 }
 
 const Status& WorkState::timeout_locked() {
-  Status status = make_error(PG_ERR_TIMEOUT,
-                             "{} did not complete within the group timeout; the group is aborted",
-                             label_.to_string());
-  if (auto group = group_.lock()) {
-    status = group->describe_timeout(label_);
-    group->abort(status);
-  }
-  return finish_locked(status);
+  auto group = group_.lock();
+  return finish_locked(group ? group->describe_timeout(label_)
+                             : make_error(PG_ERR_TIMEOUT,
+                                          "{} did not complete within the group timeout",
+                                          label_.to_string()));
 }
 
 // One backend poll (wait_for 0: test). Returns PG_PENDING while running.

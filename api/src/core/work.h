@@ -29,7 +29,9 @@ struct OpLabel {
 
 class WorkState {
  public:
-  WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline);
+  // trace_id: this operation's entry in the group's flight recorder (0: none).
+  WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline,
+            uint64_t trace_id = 0);
   ~WorkState();
   WorkState(const WorkState&) = delete;
   WorkState& operator=(const WorkState&) = delete;
@@ -60,6 +62,7 @@ class WorkState {
   std::weak_ptr<GroupState> group_;
   const OpLabel label_;
   const Deadline deadline_;
+  const uint64_t trace_id_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -367,6 +367,11 @@ Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
   }
   config.device_type = o.device_type == PG_DEVICE_CPU ? -1 : o.device_type;  // 0: no hint
   config.name = option_text(o.name).value_or("world");
+  std::string debug = env.text("PROCGROUP_DEBUG").value_or("off");
+  if (debug != "off" && debug != "detail")
+    return make_error(PG_ERR_CONFIG, "PROCGROUP_DEBUG='{}' is not one of: off, detail", debug);
+  config.debug_detail = debug == "detail";
+  config.trace_dir = env.text("PROCGROUP_TRACE_DIR").value_or("");
   return config;
 }
 

@@ -1,10 +1,12 @@
 // Turns pg_group_options_t plus the process environment into a complete GroupConfig.
 // Sources, in order: explicit options, torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then Slurm (SLURM_PROCID, SLURM_NTASKS,
-// SLURM_LOCALID, SLURM_NTASKS_PER_NODE...) and Open MPI (OMPI_COMM_WORLD_RANK, _SIZE,
-// _LOCAL_RANK, _LOCAL_SIZE). Also PROCGROUP_BACKEND, PROCGROUP_TIMEOUT (seconds),
-// PROCGROUP_STORE_TOKEN. Every missing or malformed value gives PG_ERR_CONFIG naming the
-// variable and what would set it.
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then Open MPI (OMPI_COMM_WORLD_RANK, _SIZE,
+// _LOCAL_RANK, _LOCAL_SIZE), then Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+// SLURM_NTASKS_PER_NODE...): mpirun inside a Slurm allocation inherits the step's SLURM_*
+// variables, while OMPI_* are each rank's own. Also PROCGROUP_BACKEND, PROCGROUP_TIMEOUT
+// (seconds), PROCGROUP_STORE_TOKEN, PROCGROUP_DEBUG (off | detail), PROCGROUP_TRACE_DIR.
+// Every missing or malformed value gives PG_ERR_CONFIG naming the variable and what
+// would set it.
 #pragma once
 
 #include <functional>
@@ -35,6 +37,8 @@ struct GroupConfig {
   int device_type = -1;        // -1: no hint
   std::string name = "world";
   std::string launcher;        // "options", "torchrun", "slurm" or "openmpi": where rank came from
+  bool debug_detail = false;   // PROCGROUP_DEBUG=detail: check every collective's fingerprint
+  std::string trace_dir;       // PROCGROUP_TRACE_DIR: where hang reports are written (if set)
 };
 
 Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,

@@ -1,0 +1,137 @@
+#include "core/hang_report.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "common/log.h"
+
+namespace procgroup::detail {
+namespace {
+
+constexpr Millis kReportStoreTimeout{2000};
+constexpr Millis kGatherWindow{1000};
+
+std::string key_for(const HangContext& c, int rank) {
+  return fmt::format("pg/{}/core/hang/{}", c.group_id, rank);
+}
+
+void write_trace_file(const HangContext& c, const std::string& text) {
+  if (c.trace_dir.empty()) return;
+  mkdir(c.trace_dir.c_str(), 0755);  // best effort: it may exist already
+  std::string safe_id = c.group_id;
+  for (char& ch : safe_id)
+    if (ch == '/') ch = '_';
+  std::string path = fmt::format("{}/procgroup-{}-rank{}.trace", c.trace_dir, safe_id, c.rank);
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) log(kLogWarn, "hang", "could not write {}", path);
+}
+
+// The state a rank publishes: "in <seq> <label>" or "idle <last completed seq>".
+std::string encode_state(const FlightRecorder::Progress& p) {
+  if (p.waiting_in) return fmt::format("in {} {}", p.waiting_in->seq, p.waiting_in->to_string());
+  return fmt::format("idle {}", p.last_completed_seq);
+}
+
+std::string summarize(const HangContext& c, const std::map<int, std::string>& states) {
+  std::map<std::string, std::vector<int>> waiting;  // label -> ranks
+  std::vector<int> idle, silent;
+  uint64_t oldest = UINT64_MAX;
+  std::string idle_text;
+  for (int r = 0; r < c.size; ++r) {
+    auto it = states.find(r);
+    if (it == states.end()) {
+      silent.push_back(r);
+    } else if (it->second.rfind("in ", 0) == 0) {
+      size_t space = it->second.find(' ', 3);
+      oldest = std::min<uint64_t>(oldest, std::stoull(it->second.substr(3, space - 3)));
+      waiting[it->second.substr(space + 1)].push_back(r);
+    } else {
+      idle.push_back(r);
+    }
+  }
+  std::vector<std::string> parts;
+  for (auto& [label, ranks] : waiting)
+    parts.push_back(fmt::format("rank{} {} {} in {}", ranks.size() > 1 ? "s" : "",
+                                format_ranks(ranks), ranks.size() > 1 ? "are" : "is", label));
+  if (!idle.empty())
+    parts.push_back(fmt::format("rank{} {} not inside a collective", idle.size() > 1 ? "s" : "",
+                                format_ranks(idle)));
+  if (!silent.empty()) {
+    std::string joined = oldest == UINT64_MAX ? "" : fmt::format("; not joined op #{}", oldest);
+    parts.push_back(fmt::format("rank{} {} did not report (busy outside procgroup, stuck or "
+                                "gone{})",
+                                silent.size() > 1 ? "s" : "", format_ranks(silent), joined));
+  }
+  std::string text = fmt::format("group '{}' hang summary: ", c.group_id);
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
+  return text;
+}
+
+}  // namespace
+
+std::string format_ranks(const std::vector<int>& r) {
+  std::string text;
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!text.empty()) text += ", ";
+    text += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
+    i = j + 1;
+  }
+  return text;
+}
+
+std::string report_hang(const HangContext& c, const FlightRecorder& recorder) {
+  std::string trace = fmt::format("group '{}' rank {} of {}: the last operations:\n{}",
+                                  c.group_id, c.rank, c.size, recorder.format());
+  log_line(kLogError, "hang", trace);
+  write_trace_file(c, trace);
+  if (c.size <= 1 || c.store.url.rfind("memory:", 0) == 0) return "";
+
+  // A plain client (never rank 0's server) with a short timeout.
+  StoreConfig config = c.store;
+  config.rank = 1;
+  config.timeout = kReportStoreTimeout;
+  auto store = open_store(config);
+  if (!store.ok()) {
+    log(kLogWarn, "hang", "no summary: store unreachable: {}", store.status().to_string());
+    return "";
+  }
+  std::string mine = encode_state(recorder.progress());
+  Status published = (*store)->set(key_for(c, c.rank), Bytes(mine.begin(), mine.end()));
+  if (!published.ok()) {
+    log(kLogWarn, "hang", "no summary: {}", published.to_string());
+    return "";
+  }
+
+  // Give the other ranks' reports a moment to arrive, then read what is there.
+  std::map<int, std::string> states;
+  const Deadline window = Deadline::after(kGatherWindow);
+  do {
+    for (int r = 0; r < c.size; ++r) {
+      if (states.count(r)) continue;
+      std::vector<std::string> key{key_for(c, r)};
+      auto present = (*store)->check(key);
+      if (!present.ok()) {
+        log(kLogWarn, "hang", "no summary: {}", present.status().to_string());
+        return "";
+      }
+      if (*present) {
+        auto value = (*store)->get(key[0], Millis(100));
+        if (value.ok()) states[r] = std::string(value->begin(), value->end());
+      }
+    }
+    if (static_cast<int>(states.size()) == c.size) break;
+    std::this_thread::sleep_for(Millis(50));
+  } while (!window.expired());
+  if (states.empty() || states.begin()->first != c.rank) return "";  // a lower rank prints
+  std::string summary = summarize(c, states);
+  log_line(kLogError, "hang", summary);
+  return summary;
+}
+
+}  // namespace procgroup::detail

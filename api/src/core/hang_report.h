@@ -1,0 +1,30 @@
+// Hang forensics, run once per group at its first timeout. This rank's flight record goes
+// to the log (stderr) and, if PROCGROUP_TRACE_DIR is set, to a file there; its state goes
+// to the store; and the lowest rank that reported prints one summary naming who is
+// behind ("ranks 0-2 are in allreduce #42 (...); rank 3 did not report ..."). Store
+// access uses its own short-timeout connection, so a dead store host costs at most a
+// couple of seconds, never another group timeout.
+#pragma once
+
+#include <string>
+
+#include "core/flight_recorder.h"
+#include "store/store.h"
+
+namespace procgroup::detail {
+
+struct HangContext {
+  std::string group_id;
+  int rank = 0;
+  int size = 1;
+  StoreConfig store;       // how to reach the job's store (url, token)
+  std::string trace_dir;   // empty: no file
+};
+
+// Returns the summary line when this rank printed it (for tests), else "".
+std::string report_hang(const HangContext& context, const FlightRecorder& recorder);
+
+// "0-2, 5": ranks as ranges.
+std::string format_ranks(const std::vector<int>& sorted_ranks);
+
+}  // namespace procgroup::detail

@@ -1,0 +1,64 @@
+// Ranks as threads of this process, each with a group created through the public C ABI on
+// an in-process backend and a private file store.
+//
+//   run_thread_ranks("loopback", 3, [](pg_group_t g, int rank) { ... EXPECT_...; });
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "procgroup/procgroup.h"
+
+namespace pgtest {
+
+// A fresh directory under TMPDIR, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "pgcore-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct RankOptions {
+  int64_t timeout_ms = 30000;
+};
+
+inline void run_thread_ranks(const std::string& backend, int size,
+                             const std::function<void(pg_group_t, int)>& body,
+                             RankOptions options = {}) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path();
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
+      o.rank = rank;
+      o.size = size;
+      o.backend = backend.c_str();
+      o.store_url = url.c_str();
+      o.timeout_ms = options.timeout_ms;
+      pg_group_t group = nullptr;
+      ASSERT_EQ(pg_group_create(&o, &group), PG_OK) << "rank " << rank << ": " << pg_last_error();
+      body(group, rank);
+      pg_group_destroy(group);  // may report the failure a body provoked
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace pgtest
