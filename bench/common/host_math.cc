@@ -1,0 +1,177 @@
+// Host-side element arithmetic (see host_math.h).
+#include "host_math.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace procgroup::bench {
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  return x;
+}
+
+float float_of(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, sizeof(f));
+  return f;
+}
+
+template <typename T>
+T apply(RedOp op, T a, T b) {
+  switch (op) {
+    case RedOp::kSum:
+    case RedOp::kAvg: return static_cast<T>(a + b);
+    case RedOp::kProd: return static_cast<T>(a * b);
+    case RedOp::kMin: return std::min(a, b);
+    case RedOp::kMax: return std::max(a, b);
+  }
+  return a;
+}
+
+template <typename T>
+void reduce_typed(RedOp op, void* inout, const void* in, uint64_t count) {
+  auto* o = static_cast<T*>(inout);
+  const auto* x = static_cast<const T*>(in);
+  for (uint64_t i = 0; i < count; ++i) o[i] = apply<T>(op, o[i], x[i]);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void reduce_16(RedOp op, void* inout, const void* in, uint64_t count) {
+  auto* o = static_cast<uint16_t*>(inout);
+  const auto* x = static_cast<const uint16_t*>(in);
+  for (uint64_t i = 0; i < count; ++i) o[i] = FromFloat(apply(op, ToFloat(o[i]), ToFloat(x[i])));
+}
+
+template <typename T>
+void scale_float(void* data, uint64_t count, uint64_t divisor) {
+  auto* d = static_cast<T*>(data);
+  const T inv = T{1} / static_cast<T>(divisor);
+  for (uint64_t i = 0; i < count; ++i) d[i] *= inv;
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void scale_16(void* data, uint64_t count, uint64_t divisor) {
+  auto* d = static_cast<uint16_t*>(data);
+  const float inv = 1.0f / static_cast<float>(divisor);
+  for (uint64_t i = 0; i < count; ++i) d[i] = FromFloat(ToFloat(d[i]) * inv);
+}
+
+template <typename T>
+void scale_int(void* data, uint64_t count, uint64_t divisor) {
+  auto* d = static_cast<T*>(data);
+  const auto div = static_cast<int64_t>(divisor);
+  for (uint64_t i = 0; i < count; ++i) d[i] = static_cast<T>(static_cast<int64_t>(d[i]) / div);
+}
+
+}  // namespace
+
+uint16_t float_to_half(float value) {
+  const uint32_t x = bits_of(value);
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t exp8 = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp8 == 0xffu) return sign | 0x7c00u | (mant != 0 ? 0x200u : 0u);  // inf, quiet NaN
+  const int exp = static_cast<int>(exp8) - 127 + 15;
+  if (exp >= 31) return sign | 0x7c00u;  // too large: inf
+  if (exp <= 0) {                        // subnormal or zero
+    if (exp < -10) return sign;
+    mant |= 0x800000u;
+    const auto shift = static_cast<uint32_t>(14 - exp);
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+}
+
+float half_to_float(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exp = (bits >> 10) & 0x1fu;
+  uint32_t mant = bits & 0x3ffu;
+  if (exp == 0) {
+    if (mant == 0) return float_of(sign);
+    exp = 127 - 15 + 1;  // normalise the subnormal
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    return float_of(sign | (exp << 23) | ((mant & 0x3ffu) << 13));
+  }
+  if (exp == 31) return float_of(sign | 0x7f800000u | (mant << 13));
+  return float_of(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+uint16_t float_to_bf16(float value) {
+  uint32_t x = bits_of(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);  // round half to even
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float bf16_to_float(uint16_t bits) { return float_of(static_cast<uint32_t>(bits) << 16); }
+
+void reduce_into(Dtype dtype, RedOp op, void* inout, const void* in, uint64_t count) {
+  switch (dtype) {
+    case Dtype::kF32: reduce_typed<float>(op, inout, in, count); break;
+    case Dtype::kF64: reduce_typed<double>(op, inout, in, count); break;
+    case Dtype::kF16: reduce_16<half_to_float, float_to_half>(op, inout, in, count); break;
+    case Dtype::kBf16: reduce_16<bf16_to_float, float_to_bf16>(op, inout, in, count); break;
+    case Dtype::kI8: reduce_typed<int8_t>(op, inout, in, count); break;
+    case Dtype::kU8: reduce_typed<uint8_t>(op, inout, in, count); break;
+    case Dtype::kI32: reduce_typed<int32_t>(op, inout, in, count); break;
+    case Dtype::kI64: reduce_typed<int64_t>(op, inout, in, count); break;
+  }
+}
+
+void scale_down(Dtype dtype, void* data, uint64_t count, uint64_t divisor) {
+  if (divisor <= 1) return;
+  switch (dtype) {
+    case Dtype::kF32: scale_float<float>(data, count, divisor); break;
+    case Dtype::kF64: scale_float<double>(data, count, divisor); break;
+    case Dtype::kF16: scale_16<half_to_float, float_to_half>(data, count, divisor); break;
+    case Dtype::kBf16: scale_16<bf16_to_float, float_to_bf16>(data, count, divisor); break;
+    case Dtype::kI8: scale_int<int8_t>(data, count, divisor); break;
+    case Dtype::kU8: scale_int<uint8_t>(data, count, divisor); break;
+    case Dtype::kI32: scale_int<int32_t>(data, count, divisor); break;
+    case Dtype::kI64: scale_int<int64_t>(data, count, divisor); break;
+  }
+}
+
+double load_as_double(Dtype dtype, const void* data, uint64_t i) {
+  switch (dtype) {
+    case Dtype::kF32: return static_cast<const float*>(data)[i];
+    case Dtype::kF64: return static_cast<const double*>(data)[i];
+    case Dtype::kF16: return half_to_float(static_cast<const uint16_t*>(data)[i]);
+    case Dtype::kBf16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case Dtype::kI8: return static_cast<const int8_t*>(data)[i];
+    case Dtype::kU8: return static_cast<const uint8_t*>(data)[i];
+    case Dtype::kI32: return static_cast<const int32_t*>(data)[i];
+    case Dtype::kI64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+  }
+  return 0;
+}
+
+void store_integer(Dtype dtype, void* data, uint64_t i, int64_t v) {
+  switch (dtype) {
+    case Dtype::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
+    case Dtype::kF64: static_cast<double*>(data)[i] = static_cast<double>(v); break;
+    case Dtype::kF16: static_cast<uint16_t*>(data)[i] = float_to_half(static_cast<float>(v)); break;
+    case Dtype::kBf16:
+      static_cast<uint16_t*>(data)[i] = float_to_bf16(static_cast<float>(v));
+      break;
+    case Dtype::kI8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v); break;
+    case Dtype::kU8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v); break;
+    case Dtype::kI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
+    case Dtype::kI64: static_cast<int64_t*>(data)[i] = v; break;
+  }
+}
+
+}  // namespace procgroup::bench
