@@ -6,6 +6,7 @@
 #include "common/dtype.h"
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/versioned_struct.h"
 
 using namespace procgroup::detail;
 
@@ -19,15 +20,10 @@ Status null_error(const char* function, const char* argument) {
   if ((ptr) == nullptr) return null_error(__func__, #ptr)
 
 Result<pg_group_options_t> read_group_options(const pg_group_options_t* options) {
-  pg_group_options_t result = PG_GROUP_OPTIONS_INIT;
-  if (options == nullptr) return result;
-  if (options->struct_size < sizeof(pg_group_options_t))
-    return make_error(PG_ERR_INVALID_ARGUMENT,
-                      "pg_group_options_t.struct_size is {} (expected {}); initialise it with "
-                      "PG_GROUP_OPTIONS_INIT",
-                      options->struct_size, sizeof(pg_group_options_t));
-  std::memcpy(&result, options, sizeof(result));
-  return result;
+  pg_group_options_t defaults = PG_GROUP_OPTIONS_INIT;
+  if (options == nullptr) return defaults;
+  return read_versioned(*options, kGroupOptionsV1Size, defaults, "pg_group_options_t",
+                        "PG_GROUP_OPTIONS_INIT");
 }
 
 pg_status_t collective(const char* function, pg_op_t op, pg_group_t group, const pg_buffer_t* input,
@@ -135,16 +131,21 @@ PG_API pg_status_t pg_group_capabilities(pg_group_t group, pg_capabilities_t* ca
   return c_guard(__func__, [&]() -> Status {
     PG_REQUIRE(group);
     PG_REQUIRE(caps);
-    if (caps->struct_size < sizeof(pg_capabilities_t))
+    if (caps->struct_size < kCapabilitiesV1Size)
       return make_error(PG_ERR_INVALID_ARGUMENT,
-                        "pg_capabilities_t.struct_size is {} (expected {}); initialise it with "
-                        "PG_CAPABILITIES_INIT",
-                        caps->struct_size, sizeof(pg_capabilities_t));
+                        "pg_capabilities_t has struct_size {} (expected at least {}); initialise "
+                        "it with PG_CAPABILITIES_INIT",
+                        caps->struct_size, kCapabilitiesV1Size);
+    // Written whole into a local, then only as many bytes as the caller's struct has.
     const Plugin& p = group->state->plugin();
-    caps->native_ops = p.native_ops;
-    caps->native_dtypes = p.native_dtypes;
-    caps->native_reduce_ops = p.native_reduce_ops;
-    caps->devices = p.devices;
+    pg_capabilities_t full = PG_CAPABILITIES_INIT;
+    full.native_ops = p.native_ops;
+    full.native_dtypes = p.native_dtypes;
+    full.native_reduce_ops = p.native_reduce_ops;
+    full.devices = p.devices;
+    const uint32_t caller_size = caps->struct_size;
+    std::memcpy(caps, &full, std::min<size_t>(caller_size, sizeof(full)));
+    caps->struct_size = caller_size;
     return ok_status();
   });
 }
@@ -210,6 +211,9 @@ PG_API pg_status_t pg_work_wait(pg_work_t work, int64_t timeout_ms) {
 
 PG_API pg_status_t pg_work_release(pg_work_t work) {
   return c_guard(__func__, [&]() -> Status {
+    if (work != nullptr && !work->state->done()) {
+      if (auto group = work->state->group()) group->detach(work->state);
+    }
     delete work;
     return ok_status();
   });

@@ -155,14 +155,6 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
   return ok_status();
 }
 
-// Runs a route to completion on the calling thread (the runner's).
-Status run_route(GroupState& group, const Route& route, const OpLabel& label, Deadline deadline) {
-  if (route.kind == Route::kEmulated) return run_emulated(group, route.args, label.seq, deadline);
-  auto inner = std::make_shared<WorkState>(group.weak_from_this(), label, deadline);
-  PG_RETURN_IF_ERROR(submit_native(group, route, label.seq, deadline, *inner));
-  return inner->wait(deadline);
-}
-
 }  // namespace
 
 Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkState>* work) {
@@ -185,18 +177,31 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
       return failure;
     }
   } else {
-    // Behind queued emulated work (or emulated, or checked, itself): run in issue order on
-    // the runner, after every native work issued before it, so data dependencies hold.
-    auto before = group.pending_native_works();
+    // Behind queued emulated work (or emulated, or checked, itself): issued in order by the
+    // runner. A native operation is only submitted there and its backend work completes
+    // it, so a recv never waits for a send queued after it. An emulated one runs to the
+    // end, after every native work issued before it, so data dependencies hold.
+    std::vector<std::shared_ptr<WorkState>> before;
+    if (!native) before = group.pending_native_works();
     auto owner = group.shared_from_this();
     group.runner().post([owner, state, route, label, deadline, before, check] {
       for (auto& earlier : before) {
+        // Point-to-point works are not waited for: a recv posted before a collective may
+        // match a send the peer issues only after it.
+        const pg_op_t earlier_op = earlier->label().args.op;
+        if (earlier_op == PG_OP_SEND || earlier_op == PG_OP_RECV) continue;
         Status s = earlier->wait(deadline);
         if (!s.ok() && s.code() != PG_PENDING) break;  // its failure already failed the group
       }
-      Status status = owner->check_usable();
+      // Not check_usable(): a group being destroyed still runs what was queued.
+      Status status = owner->check_not_failed();
       if (status.ok() && check) status = check_fingerprints(*owner, route.args, label.seq, deadline);
-      if (status.ok()) status = run_route(*owner, route, label, deadline);
+      if (status.ok() && route.kind == Route::kNative) {
+        status = submit_native(*owner, route, label.seq, deadline, *state);
+        if (status.ok()) return;  // the adopted backend work completes it
+      } else if (status.ok()) {
+        status = run_emulated(*owner, route.args, label.seq, deadline);
+      }
       if (!status.ok() && status.code() != PG_ERR_MISMATCH)
         status = status.with_context(label.to_string());
       state->complete(status);

@@ -98,12 +98,20 @@ Status GroupState::create_backend_group(const std::string& master_addr, int devi
                                          members_.rank, members_.size, plugin_->name));
 }
 
-Status GroupState::check_usable() {
+Status GroupState::check_not_failed() {
   std::lock_guard lock(mutex_);
-  if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
   if (failure_)
-    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_, failure_->to_string());
+    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
+                      failure_->to_string());
   return ok_status();
+}
+
+Status GroupState::check_usable() {
+  {
+    std::lock_guard lock(mutex_);
+    if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
+  }
+  return check_not_failed();
 }
 
 void GroupState::mark_failed(const Status& failure) {
@@ -149,6 +157,21 @@ void GroupState::track(const std::shared_ptr<WorkState>& work, bool native) {
   }
 }
 
+void GroupState::detach(std::shared_ptr<WorkState> work) {
+  // done() takes the work's lock, and a completing work takes ours: never both at once.
+  std::vector<std::shared_ptr<WorkState>> kept;
+  {
+    std::lock_guard lock(mutex_);
+    if (destroyed_) return;
+    kept.swap(detached_);
+  }
+  std::erase_if(kept, [](const std::shared_ptr<WorkState>& w) { return w->done(); });
+  kept.push_back(std::move(work));
+  std::lock_guard lock(mutex_);
+  detached_.insert(detached_.end(), std::make_move_iterator(kept.begin()),
+                   std::make_move_iterator(kept.end()));
+}
+
 std::vector<std::shared_ptr<WorkState>> GroupState::pending_native_works() {
   std::vector<std::shared_ptr<WorkState>> pending;
   std::lock_guard lock(mutex_);
@@ -168,7 +191,12 @@ Status GroupState::destroy() {
     works_.clear();
     native_works_.clear();
   }
+  // Detached works are among the outstanding ones (detached_ keeps them alive).
   for (auto& work : outstanding) work->finish_before_group_destroy();
+  {
+    std::lock_guard lock(mutex_);
+    detached_.clear();
+  }
   runner_.stop();
   Status status = call_plugin(plugin_->name, "group_destroy",
                               [&] { return plugin_->ops->group_destroy(backend_group_); });

@@ -58,6 +58,8 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   bool debug_detail() const { return diagnostics_.debug_detail; }
 
   // PG_ERR_ABORTED naming the first failure if the group has failed, else OK.
+  Status check_not_failed();
+  // check_not_failed(), and PG_ERR_INVALID_ARGUMENT once destroy() has begun.
   Status check_usable();
   // Records a work's failure; fatal ones abort the group, and the first timeout also
   // writes the hang report (hang_report.h) first.
@@ -72,6 +74,9 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // Remembers a work so destroy() can wait for it; native works also order later
   // emulated ones (see pending_native_works).
   void track(const std::shared_ptr<WorkState>& work, bool native);
+  // Keeps a work whose handle was released while pending alive until it completes
+  // (procgroup.h: a released work is detached and still completes).
+  void detach(std::shared_ptr<WorkState> work);
   // Native works still outstanding, which an emulated op must wait for before it starts.
   std::vector<std::shared_ptr<WorkState>> pending_native_works();
 
@@ -105,6 +110,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   bool destroyed_ = false;
   std::vector<std::weak_ptr<WorkState>> works_;
   std::vector<std::weak_ptr<WorkState>> native_works_;
+  std::vector<std::shared_ptr<WorkState>> detached_;
 };
 
 }  // namespace procgroup::detail

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/dtype.h"
+#include "core/versioned_struct.h"
 
 namespace procgroup::detail {
 namespace {
@@ -17,13 +18,8 @@ bool reducing(pg_op_t op) {
   return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
 }
 
-// Validates one present buffer.
+// Validates one present buffer (already read with read_versioned).
 Status check_buffer(const char* op, const char* which, const pg_buffer_t& b) {
-  if (b.struct_size < sizeof(pg_buffer_t))
-    return make_error(PG_ERR_INVALID_ARGUMENT,
-                      "{}: {} buffer has struct_size {} (expected {}); initialise it with "
-                      "PG_BUFFER_INIT or pg_buffer_cpu()",
-                      op, which, b.struct_size, sizeof(pg_buffer_t));
   if (!dtype_valid(b.dtype))
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: {} buffer has invalid dtype {}", op, which,
                       b.dtype);
@@ -37,6 +33,13 @@ Status check_buffer(const char* op, const char* which, const pg_buffer_t& b) {
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: {} buffer count {} is implausibly large", op,
                       which, b.count);
   return ok_status();
+}
+
+Result<pg_buffer_t> read_buffer(const char* op, const char* which, const pg_buffer_t& b) {
+  pg_buffer_t defaults = PG_BUFFER_INIT;
+  return read_versioned(b, kBufferV1Size, defaults,
+                        fmt::format("{}: {} buffer", op, which).c_str(),
+                        "PG_BUFFER_INIT or pg_buffer_cpu()");
 }
 
 const uint8_t* bytes_at(const pg_buffer_t& b, uint64_t elements) {
@@ -61,17 +64,10 @@ Status not_multiple_error(const char* op, uint64_t got, int size) {
 }  // namespace
 
 Result<pg_op_options_t> read_op_options(const pg_op_options_t* options) {
-  pg_op_options_t result = PG_OP_OPTIONS_INIT;
-  if (options == nullptr) return result;
-  // Version 1 is the first: nothing smaller is a valid caller.
-  if (options->struct_size < sizeof(pg_op_options_t))
-    return make_error(PG_ERR_INVALID_ARGUMENT,
-                      "pg_op_options_t.struct_size is {} (expected {}); initialise it with "
-                      "PG_OP_OPTIONS_INIT",
-                      options->struct_size, sizeof(pg_op_options_t));
-  std::memcpy(&result, options, sizeof(result));  // a newer caller's extra fields are ignored
-  result.struct_size = sizeof(result);
-  return result;
+  pg_op_options_t defaults = PG_OP_OPTIONS_INIT;
+  if (options == nullptr) return defaults;
+  return read_versioned(*options, kOpOptionsV1Size, defaults, "pg_op_options_t",
+                        "PG_OP_OPTIONS_INIT");
 }
 
 Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffer_t* output,
@@ -125,8 +121,18 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: output buffer is NULL", name);
   if (need_input && input == nullptr && !(op == PG_OP_GATHER && output != nullptr))
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: input buffer is NULL", name);
-  if (input != nullptr) PG_RETURN_IF_ERROR(check_buffer(name, "input", *input));
-  if (output != nullptr) PG_RETURN_IF_ERROR(check_buffer(name, "output", *output));
+  // Work on copies of exactly the bytes each caller's struct has.
+  pg_buffer_t input_copy, output_copy;
+  if (input != nullptr) {
+    PG_ASSIGN_OR_RETURN(input_copy, read_buffer(name, "input", *input));
+    input = &input_copy;
+    PG_RETURN_IF_ERROR(check_buffer(name, "input", *input));
+  }
+  if (output != nullptr) {
+    PG_ASSIGN_OR_RETURN(output_copy, read_buffer(name, "output", *output));
+    output = &output_copy;
+    PG_RETURN_IF_ERROR(check_buffer(name, "output", *output));
+  }
   if (input != nullptr && output != nullptr) {
     if (input->dtype != output->dtype)
       return make_error(PG_ERR_INVALID_ARGUMENT, "{}: input dtype {} differs from output dtype {}",

@@ -29,6 +29,7 @@ void WorkState::adopt_backend_work(const pg_backend_ops_t* ops, std::string back
   backend_ = std::move(backend);
   backend_work_ = work;
   on_success_ = std::move(on_success);
+  cv_.notify_all();  // a waiter parked before the runner submitted now polls the backend
 }
 
 void WorkState::complete(Status status) {

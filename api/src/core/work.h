@@ -51,6 +51,7 @@ class WorkState {
   void finish_before_group_destroy();
 
   const OpLabel& label() const { return label_; }
+  std::shared_ptr<GroupState> group() const { return group_.lock(); }
   Deadline deadline() const { return deadline_; }
   bool done();
 
