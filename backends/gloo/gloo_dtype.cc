@@ -23,37 +23,44 @@ ReduceFn gloo_kernel(pg_reduce_op_t op) {
   }
 }
 
-// bfloat16 kernels: widen to float, apply op, round back to nearest even.
-template <typename Op>
-void bf16_apply(void* out, const void* a, const void* b, size_t n, Op op) {
+// 16-bit float kernels: widen to float, apply op, round back to nearest even, writing the
+// raw bits. Not gloo::float16's operators: its assignment skips the store when the old
+// bits, read as an integer, equal the new value, which leaves stale results.
+float f16_to_float(uint16_t bits) {
+  gloo::float16 h;
+  h.x = bits;
+  return gloo::cpu_half2float(h);
+}
+uint16_t float_to_f16(float f) { return gloo::cpu_float2half_rn(f).x; }
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), typename Op>
+void half_apply(void* out, const void* a, const void* b, size_t n, Op op) {
   auto* o = static_cast<uint16_t*>(out);
   const auto* x = static_cast<const uint16_t*>(a);
   const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) {
-    o[i] = float_to_bf16(op(bf16_to_float(x[i]), bf16_to_float(y[i])));
-  }
+  for (size_t i = 0; i < n; ++i) o[i] = FromFloat(op(ToFloat(x[i]), ToFloat(y[i])));
 }
 
-void bf16_sum(void* out, const void* a, const void* b, size_t n) {
-  bf16_apply(out, a, b, n, [](float x, float y) { return x + y; });
-}
-void bf16_prod(void* out, const void* a, const void* b, size_t n) {
-  bf16_apply(out, a, b, n, [](float x, float y) { return x * y; });
-}
-void bf16_min(void* out, const void* a, const void* b, size_t n) {
-  bf16_apply(out, a, b, n, [](float x, float y) { return std::min(x, y); });
-}
-void bf16_max(void* out, const void* a, const void* b, size_t n) {
-  bf16_apply(out, a, b, n, [](float x, float y) { return std::max(x, y); });
-}
-
-ReduceFn bf16_kernel(pg_reduce_op_t op) {
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+ReduceFn half_kernel(pg_reduce_op_t op) {
   switch (op) {
     case PG_REDUCE_SUM:
-    case PG_REDUCE_AVG: return &bf16_sum;
-    case PG_REDUCE_PROD: return &bf16_prod;
-    case PG_REDUCE_MIN: return &bf16_min;
-    case PG_REDUCE_MAX: return &bf16_max;
+    case PG_REDUCE_AVG:
+      return [](void* o, const void* a, const void* b, size_t n) {
+        half_apply<ToFloat, FromFloat>(o, a, b, n, [](float x, float y) { return x + y; });
+      };
+    case PG_REDUCE_PROD:
+      return [](void* o, const void* a, const void* b, size_t n) {
+        half_apply<ToFloat, FromFloat>(o, a, b, n, [](float x, float y) { return x * y; });
+      };
+    case PG_REDUCE_MIN:
+      return [](void* o, const void* a, const void* b, size_t n) {
+        half_apply<ToFloat, FromFloat>(o, a, b, n, [](float x, float y) { return std::min(x, y); });
+      };
+    case PG_REDUCE_MAX:
+      return [](void* o, const void* a, const void* b, size_t n) {
+        half_apply<ToFloat, FromFloat>(o, a, b, n, [](float x, float y) { return std::max(x, y); });
+      };
     default: return nullptr;
   }
 }
@@ -103,8 +110,8 @@ ReduceFn reduce_function(pg_dtype_t dtype, pg_reduce_op_t op) {
   switch (dtype) {
     case PG_DTYPE_F32: return gloo_kernel<float>(op);
     case PG_DTYPE_F64: return gloo_kernel<double>(op);
-    case PG_DTYPE_F16: return gloo_kernel<gloo::float16>(op);
-    case PG_DTYPE_BF16: return bf16_kernel(op);
+    case PG_DTYPE_F16: return half_kernel<f16_to_float, float_to_f16>(op);
+    case PG_DTYPE_BF16: return half_kernel<bf16_to_float, float_to_bf16>(op);
     case PG_DTYPE_I8: return gloo_kernel<int8_t>(op);
     case PG_DTYPE_U8: return gloo_kernel<uint8_t>(op);
     case PG_DTYPE_I32: return gloo_kernel<int32_t>(op);
