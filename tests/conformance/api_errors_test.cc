@@ -22,8 +22,7 @@ class SingleRank : public ::testing::Test {
   void TearDown() override { EXPECT_EQ(pg_group_destroy(group_), PG_OK) << pg_last_error(); }
 
   // Expects status and a message containing each fragment.
-  static void expect_error(pg_status_t got, pg_status_t want,
-                           std::vector<std::string> fragments) {
+  static void expect_error(pg_status_t got, pg_status_t want, std::vector<std::string> fragments) {
     EXPECT_EQ(got, want) << pg_status_name(got) << ": " << pg_last_error();
     std::string message = pg_last_error();
     for (const auto& f : fragments) EXPECT_NE(message.find(f), std::string::npos) << message;
@@ -93,8 +92,7 @@ TEST(GroupCreate, MissingEnvironmentNamesTheVariable) {
   setenv("RANK", "0", 1);
   setenv("WORLD_SIZE", "two", 1);
   EXPECT_EQ(pg_group_create(nullptr, &g), PG_ERR_CONFIG);
-  EXPECT_NE(std::string(pg_last_error()).find("WORLD_SIZE"), std::string::npos)
-      << pg_last_error();
+  EXPECT_NE(std::string(pg_last_error()).find("WORLD_SIZE"), std::string::npos) << pg_last_error();
 }
 
 TEST_F(SingleRank, QueriesWork) {
@@ -122,8 +120,8 @@ TEST_F(SingleRank, NullPointers) {
                {"group"});
   expect_error(pg_allreduce(group_, nullptr, nullptr, nullptr, nullptr), PG_ERR_INVALID_ARGUMENT,
                {"allreduce", "output"});
-  expect_error(pg_reduce_scatter(group_, nullptr, &buf_, nullptr, nullptr),
-               PG_ERR_INVALID_ARGUMENT, {"reduce_scatter", "input"});
+  expect_error(pg_reduce_scatter(group_, nullptr, &buf_, nullptr, nullptr), PG_ERR_INVALID_ARGUMENT,
+               {"reduce_scatter", "input"});
   expect_error(pg_send(group_, nullptr, nullptr, nullptr), PG_ERR_INVALID_ARGUMENT, {"send"});
   expect_error(pg_work_test(nullptr), PG_ERR_INVALID_ARGUMENT, {"work"});
   expect_error(pg_work_wait(nullptr, 0), PG_ERR_INVALID_ARGUMENT, {"work"});
@@ -163,8 +161,8 @@ TEST_F(SingleRank, MismatchedShapesAndOverlap) {
   expect_error(pg_allreduce(group_, &in_i32, &out, nullptr, nullptr), PG_ERR_INVALID_ARGUMENT,
                {"dtype"});
   pg_buffer_t shifted = pg_buffer_cpu(data_ + 1, 4, PG_DTYPE_F32);
-  expect_error(pg_allreduce(group_, &buf_, &shifted, nullptr, nullptr),
-               PG_ERR_INVALID_ARGUMENT, {"overlap"});
+  expect_error(pg_allreduce(group_, &buf_, &shifted, nullptr, nullptr), PG_ERR_INVALID_ARGUMENT,
+               {"overlap"});
   pg_buffer_t big_in = pg_buffer_cpu(data_, 4, PG_DTYPE_F32);
   pg_buffer_t small_out = pg_buffer_cpu(data_ + 4, 3, PG_DTYPE_F32);
   expect_error(pg_reduce_scatter(group_, &big_in, &small_out, nullptr, nullptr),

@@ -1,151 +1,232 @@
 #include "collective_check.h"
 
-#include <fmt/format.h>
-
-#include <memory>
-#include <vector>
-
-#include "collectives/reduce.h"
-#include "common/dtype.h"
-#include "reference.h"
+#include <cstdio>
+#include <cstring>
+#include <string>
 
 namespace pgtest {
 namespace {
-using procgroup::detail::dtype_name;
-using procgroup::detail::dtype_size;
-using procgroup::detail::op_name;
-using procgroup::detail::reduce_op_name;
 
-bool input_is_block(pg_op_t op) {
-  return op == PG_OP_REDUCE_SCATTER || op == PG_OP_SCATTER || op == PG_OP_ALLTOALL;
-}
-bool output_is_block(pg_op_t op) {
-  return op == PG_OP_ALLGATHER || op == PG_OP_GATHER || op == PG_OP_ALLTOALL;
+constexpr uint8_t kGuardByte = 0xA5;
+constexpr uint8_t kPoisonByte = 0x5B;  // 0x5B5B... decodes to an unlikely value in every dtype
+
+bool has_bit(uint32_t mask, int bit) { return bit >= 0 && bit < 32 && ((mask >> bit) & 1u); }
+
+using OpFn = pg_status_t (*)(pg_group_t, const pg_buffer_t*, const pg_buffer_t*,
+                             const pg_op_options_t*, pg_work_t*);
+
+OpFn function_for(pg_op_t op) {
+  switch (op) {
+    case PG_OP_ALLREDUCE: return pg_allreduce;
+    case PG_OP_BROADCAST: return pg_broadcast;
+    case PG_OP_REDUCE: return pg_reduce;
+    case PG_OP_ALLGATHER: return pg_allgather;
+    case PG_OP_REDUCE_SCATTER: return pg_reduce_scatter;
+    case PG_OP_GATHER: return pg_gather;
+    case PG_OP_SCATTER: return pg_scatter;
+    case PG_OP_ALLTOALL: return pg_alltoall;
+    default: return nullptr;
+  }
 }
 
 class Check final : public PendingCheck {
  public:
-  Check(int rank, int size, const CollectiveCase& c) : rank_(rank), size_(size), c_(c) {}
+  Check(int rank, int size, const CollectiveCase& c, Route route)
+      : PendingCheck(c, route), rank_(rank), size_(size) {}
 
-  std::string start(pg_group_t group) {
-    const uint64_t n = c_.n, world = static_cast<uint64_t>(size_);
-    const bool is_root = c_.root == rank_;
-    const pg_op_t op = c_.op;
-    // The rank's contribution: scatter's comes from root only.
-    const int source = op == PG_OP_SCATTER || op == PG_OP_BROADCAST ? c_.root : rank_;
-    std::vector<double> in_values(input_is_block(op) ? world * n : n);
-    for (uint64_t i = 0; i < in_values.size(); ++i)
-      in_values[i] = input_value(source, i, c_.redop);
-    uint64_t out_count = output_is_block(op) ? world * n : n;
-    has_output_ = !((op == PG_OP_REDUCE || op == PG_OP_GATHER) && !is_root);
-    bool has_input = !(op == PG_OP_SCATTER && !is_root) && !(op == PG_OP_BROADCAST && !is_root);
+  // Lays out the buffers for the case's form and submits it.
+  pg_status_t submit(pg_group_t group) {
+    const CollectiveCase& c = case_;
+    const uint64_t n = c.n, world = static_cast<uint64_t>(size_);
+    const bool is_root = c.root == rank_;
+    const bool in_place = c.in_place != InPlace::kNo;
+    has_input_ = is_root || (c.op != PG_OP_SCATTER && c.op != PG_OP_BROADCAST);
+    has_output_ = is_root || (c.op != PG_OP_REDUCE && c.op != PG_OP_GATHER);
+    if (c.op == PG_OP_REDUCE && in_place)
+      has_output_ = true;  // torch's reduce: in place everywhere
+    const uint64_t in_count = input_is_blocked(c.op) ? world * n : n;
+    const uint64_t out_count = output_is_blocked(c.op) ? world * n : n;
+    const size_t es = dtype_size(c.dtype);
 
-    input_ = encode(c_.dtype, in_values);
-    output_ = encode(c_.dtype, std::vector<double>(out_count, 99.0));  // poison
-    const uint64_t es = dtype_size(c_.dtype);
-    pg_buffer_t in = pg_buffer_cpu(input_.data(), in_values.size(), c_.dtype);
-    pg_buffer_t out = pg_buffer_cpu(output_.data(), out_count, c_.dtype);
-    const pg_buffer_t* in_arg = has_input ? &in : nullptr;
-    const pg_buffer_t* out_arg = has_output_ ? &out : nullptr;
-    if (c_.in_place) {
-      switch (op) {
-        case PG_OP_ALLREDUCE:
-        case PG_OP_BROADCAST:
-        case PG_OP_ALLTOALL:
-        case PG_OP_REDUCE:
-          if (has_output_ && has_input) {
-            output_ = input_;
-            out.data = output_.data();
-            in_arg = nullptr;
-          }
-          break;
-        case PG_OP_ALLGATHER:
-        case PG_OP_GATHER:
-          if (has_output_) {
-            std::copy(input_.begin(), input_.end(), output_.begin() + rank_ * n * es);
-            in_arg = nullptr;
-          }
-          break;
-        case PG_OP_REDUCE_SCATTER:
-        case PG_OP_SCATTER:
-          if (has_input) {
-            in_place_output_ = true;
-            out.data = input_.data() + rank_ * n * es;
-          }
-          break;
-        default: break;
+    if (has_input_) {
+      input_ = std::make_unique<GuardedBuffer>(c.dtype, in_count);
+      for (uint64_t i = 0; i < in_count; ++i)
+        store_value(c.dtype, input_->data(), i, input_value(c, rank_, size_, i));
+    }
+    pg_buffer_t in = has_input_ ? pg_buffer_cpu(input_->data(), in_count, c.dtype) : pg_buffer_t{};
+    pg_buffer_t out{};
+    const pg_buffer_t* in_arg = has_input_ ? &in : nullptr;
+    const pg_buffer_t* out_arg = nullptr;
+    const bool blocked_in = c.op == PG_OP_REDUCE_SCATTER || c.op == PG_OP_SCATTER;
+    const bool blocked_out = c.op == PG_OP_ALLGATHER || c.op == PG_OP_GATHER;
+    if (in_place && has_input_ && blocked_in) {
+      // The output is this rank's block of the input.
+      output_in_input_ = true;
+      out = pg_buffer_cpu(static_cast<char*>(input_->data()) + rank_ * n * es, n, c.dtype);
+      out_arg = &out;
+    } else if (in_place && has_input_ && has_output_ && !blocked_in && !blocked_out) {
+      // allreduce, broadcast (root), reduce, alltoall: one buffer is input and output.
+      out = in;
+      out_arg = &out;
+      output_is_input_ = true;
+      if (c.in_place == InPlace::kNullInput) in_arg = nullptr;
+    } else if (has_output_) {
+      output_ = std::make_unique<GuardedBuffer>(c.dtype, out_count);
+      output_->fill_poison();
+      out = pg_buffer_cpu(output_->data(), out_count, c.dtype);
+      out_arg = &out;
+      if (in_place && blocked_out && has_input_) {
+        // allgather/gather: the input already sits at output + rank * n.
+        char* own = static_cast<char*>(output_->data()) + rank_ * n * es;
+        std::memcpy(own, input_->data(), n * es);
+        in.data = own;
+        if (c.in_place == InPlace::kNullInput) in_arg = nullptr;
+        input_.reset();
       }
     }
+    if (input_ && !output_is_input_ && !output_in_input_) original_input_ = input_->snapshot();
+    // Non-roots of an in-place reduce own no result: only the guards are checked there.
+    check_values_ = has_output_ && !(c.op == PG_OP_REDUCE && !is_root);
+
     pg_op_options_t o = PG_OP_OPTIONS_INIT;
-    o.reduce_op = c_.redop;
-    o.root = c_.root;
-    pg_status_t (*fn)(pg_group_t, const pg_buffer_t*, const pg_buffer_t*,
-                      const pg_op_options_t*, pg_work_t*) = nullptr;
-    switch (op) {
-      case PG_OP_ALLREDUCE: fn = pg_allreduce; break;
-      case PG_OP_BROADCAST: fn = pg_broadcast; break;
-      case PG_OP_REDUCE: fn = pg_reduce; break;
-      case PG_OP_ALLGATHER: fn = pg_allgather; break;
-      case PG_OP_REDUCE_SCATTER: fn = pg_reduce_scatter; break;
-      case PG_OP_GATHER: fn = pg_gather; break;
-      case PG_OP_SCATTER: fn = pg_scatter; break;
-      case PG_OP_ALLTOALL: fn = pg_alltoall; break;
-      default: return "unsupported op in test";
-    }
-    pg_status_t s = fn(group, in_arg, out_arg, &o, &work);
-    if (s != PG_OK) return fmt::format("submit: {}: {}", pg_status_name(s), pg_last_error());
-    return "";
+    o.reduce_op = c.redop;
+    o.root = c.root;
+    return function_for(c.op)(group, in_arg, out_arg, &o, &work_);
   }
 
   std::string verify() override {
-    if (!has_output_) return "";
-    const uint64_t n = c_.n;
-    const std::vector<uint8_t>& out = in_place_output_ ? input_ : output_;
-    const uint64_t offset = in_place_output_ ? rank_ * n : 0;
-    const uint64_t count = output_is_block(c_.op) ? size_ * n : n;
+    const CollectiveCase& c = case_;
+    const std::string where = "rank " + std::to_string(rank_) + ": ";
+    if ((input_ && !input_->guards_intact()) || (output_ && !output_->guards_intact()))
+      return where + "bytes just outside a buffer were overwritten";
+    if (!original_input_.empty() && !input_->same_as(original_input_))
+      return where + "the input buffer of an out-of-place operation was modified";
+    if (!check_values_) return "";
+    const void* base = output_ ? output_->data() : input_->data();
+    const uint64_t offset = output_in_input_ ? rank_ * c.n : 0;
+    const uint64_t count = output_is_blocked(c.op) ? size_ * c.n : c.n;
+    uint64_t wrong = 0, first = 0;
+    double first_got = 0;
+    Expected first_want;
     for (uint64_t i = 0; i < count; ++i) {
-      double got = decode(c_.dtype, out, offset + i);
-      double want = expected_value(c_.op, c_.redop, c_.dtype, rank_, size_, c_.root, n, i);
-      if (!close_enough(c_.dtype, c_.redop, got, want))
-        return fmt::format("rank {}: element {} is {} but should be {}", rank_, i, got, want);
+      const double got = load_value(c.dtype, base, offset + i);
+      const Expected want = expected_output(c, rank_, size_, i);
+      if (matches(want, got)) continue;
+      if (wrong++ > 0) continue;
+      first = i;
+      first_got = got;
+      first_want = want;
     }
-    return "";
+    if (wrong == 0) return "";
+    std::string message = where + std::to_string(wrong) + " of " + std::to_string(count) +
+                          " output elements wrong; first: element " + std::to_string(first) +
+                          " is " + format_double(first_got) + " but should be " +
+                          format_double(first_want.value);
+    if (first_want.tolerance > 0) message += " (+- " + format_double(first_want.tolerance) + ")";
+    return message;
   }
 
  private:
+  static std::string format_double(double v) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.17g", v);
+    return text;
+  }
+
   int rank_, size_;
-  CollectiveCase c_;
-  bool has_output_ = true;
-  bool in_place_output_ = false;
-  std::vector<uint8_t> input_, output_;
+  bool has_input_ = false, has_output_ = false, check_values_ = false;
+  bool output_is_input_ = false, output_in_input_ = false;
+  std::unique_ptr<GuardedBuffer> input_, output_;
+  std::vector<uint8_t> original_input_;
 };
 
 }  // namespace
 
-std::string CollectiveCase::to_string() const {
-  return fmt::format("{}({} x {}, {}, root {}{})", op_name(op), dtype_name(dtype), n,
-                     reduce_op_name(redop), root, in_place ? ", in place" : "");
+Route route_for(const pg_capabilities_t& caps, pg_op_t op, pg_dtype_t dtype, pg_reduce_op_t redop) {
+  if (!has_bit(caps.devices, PG_DEVICE_CPU)) return Route::kUnsupported;
+  const bool p2p = op == PG_OP_SEND || op == PG_OP_RECV;
+  const bool op_ok = has_bit(caps.native_ops, op);
+  const bool dtype_ok = p2p || op == PG_OP_BARRIER || has_bit(caps.native_dtypes, dtype);
+  if (op_ok && dtype_ok && (!reduces(op) || has_bit(caps.native_reduce_ops, redop)))
+    return Route::kNative;
+  if (op_ok && dtype_ok && reduces(op) && redop == PG_REDUCE_AVG &&
+      has_bit(caps.native_reduce_ops, PG_REDUCE_SUM))
+    return Route::kNativeSumThenScale;
+  if (op == PG_OP_BARRIER && has_bit(caps.native_ops, PG_OP_ALLREDUCE) &&
+      (caps.native_dtypes & ((1u << PG_DTYPE_U8) | (1u << PG_DTYPE_I32) | (1u << PG_DTYPE_F32) |
+                             (1u << PG_DTYPE_I64))) != 0)
+    return Route::kNative;  // a one-element allreduce
+  if (!p2p && has_bit(caps.native_ops, PG_OP_SEND) && has_bit(caps.native_ops, PG_OP_RECV))
+    return Route::kEmulated;
+  return Route::kUnsupported;
 }
 
-PendingCheck* start_case(pg_group_t group, int rank, int size, const CollectiveCase& c,
-                         std::string* error) {
-  auto check = std::make_unique<Check>(rank, size, c);
-  *error = check->start(group);
-  if (!error->empty()) return nullptr;
-  return check.release();
+const char* route_name(Route route) {
+  switch (route) {
+    case Route::kNative: return "native";
+    case Route::kNativeSumThenScale: return "native sum, then scaled by the core";
+    case Route::kEmulated: return "emulated by the core over send/recv";
+    default: return "unsupported";
+  }
 }
 
-std::string run_case(pg_group_t group, int rank, int size, const CollectiveCase& c) {
+GuardedBuffer::GuardedBuffer(pg_dtype_t dtype, uint64_t count)
+    : dtype_(dtype), count_(count), bytes_(2 * kGuard + count * dtype_size(dtype), kGuardByte) {}
+
+std::vector<uint8_t> GuardedBuffer::snapshot() const {
+  const auto* begin = bytes_.data() + kGuard;
+  return std::vector<uint8_t>(begin, begin + count_ * dtype_size(dtype_));
+}
+
+bool GuardedBuffer::same_as(const std::vector<uint8_t>& bytes) const {
+  return bytes.size() == count_ * dtype_size(dtype_) &&
+         std::memcmp(bytes_.data() + kGuard, bytes.data(), bytes.size()) == 0;
+}
+
+bool GuardedBuffer::guards_intact() const {
+  const size_t tail = kGuard + count_ * dtype_size(dtype_);
+  for (size_t i = 0; i < kGuard; ++i)
+    if (bytes_[i] != kGuardByte || bytes_[tail + i] != kGuardByte) return false;
+  return true;
+}
+
+void GuardedBuffer::fill_poison() {
+  std::memset(bytes_.data() + kGuard, kPoisonByte, count_ * dtype_size(dtype_));
+}
+
+void PendingCheck::release_work() {
+  pg_work_release(work_);
+  work_ = nullptr;
+}
+
+std::unique_ptr<PendingCheck> start_case(pg_group_t group, int rank, int size,
+                                         const pg_capabilities_t& caps, const CollectiveCase& c,
+                                         std::string* error) {
+  const Route route = route_for(caps, c.op, c.dtype, c.redop);
+  auto check = std::make_unique<Check>(rank, size, c, route);
+  const pg_status_t s = check->submit(group);
+  error->clear();
+  if (s == PG_OK) return check;
+  if (s == PG_ERR_UNSUPPORTED && route == Route::kUnsupported) return nullptr;
+  *error = "rank " + std::to_string(rank) + ": " + c.to_string() + " [" + route_name(route) +
+           "]: submit: " + pg_status_name(s) + ": " + pg_last_error();
+  return nullptr;
+}
+
+std::string run_case(pg_group_t group, int rank, int size, const pg_capabilities_t& caps,
+                     const CollectiveCase& c) {
   std::string error;
-  std::unique_ptr<PendingCheck> check(start_case(group, rank, size, c, &error));
-  if (!check) return c.to_string() + ": " + error;
-  pg_status_t s = pg_work_wait(check->work, -1);
+  std::unique_ptr<PendingCheck> check = start_case(group, rank, size, caps, c, &error);
+  if (!check) return error;
+  const pg_status_t s = pg_work_wait(check->work(), -1);
   std::string result;
-  if (s != PG_OK)
-    result = fmt::format("{}: wait: {}: {}", c.to_string(), pg_status_name(s), pg_last_error());
-  else if (std::string bad = check->verify(); !bad.empty())
-    result = c.to_string() + ": " + bad;
-  pg_work_release(check->work);
+  if (s != PG_OK) {
+    result = "rank " + std::to_string(rank) + ": " + c.to_string() + " [" +
+             route_name(check->route()) + "]: wait: " + pg_status_name(s) + ": " + pg_last_error();
+  } else if (std::string bad = check->verify(); !bad.empty()) {
+    result = bad + " in " + c.to_string() + " [" + route_name(check->route()) + "]";
+  }
+  check->release_work();
   return result;
 }
 
