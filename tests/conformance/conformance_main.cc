@@ -5,12 +5,17 @@
 //   conformance_test --backend /path/libprocgroup-mine.so [--ranks threads|processes]
 //   conformance_test --conformance-worker <scenario>   one rank of a process-mode test
 //
+// With --backend, the end of the run prints a summary for the plugin's author: a table of
+// ok/FAIL per operation and dtype, then the capabilities the plugin declared next to the
+// cases that ran natively, by emulation in the core, or were refused (docs/conformance.md).
+//
 // GoogleTest's own flags (--gtest_filter, --gtest_list_tests, ...) work as usual.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -91,6 +96,139 @@ Options take_options(int* argc, char** argv) {
   return o;
 }
 
+// Every case of the run, summed over tests and ranks, for the --backend summary.
+std::mutex g_tally_mutex;
+Tally g_tally;
+
+bool has_bit(uint32_t mask, int bit) { return ((mask >> bit) & 1u) != 0; }
+
+std::string bit_names(uint32_t mask, int first, int count, const char* (*name)(int)) {
+  std::string out;
+  for (int bit = first; bit < count; ++bit)
+    if (has_bit(mask, bit)) out += (out.empty() ? "" : " ") + std::string(name(bit));
+  return out.empty() ? "(none)" : out;
+}
+
+// The summary printed at the end of a --backend run.
+std::string format_summary(const Tally& t, const std::string& backend) {
+  constexpr int kRows[] = {PG_OP_ALLREDUCE,      PG_OP_BROADCAST, PG_OP_REDUCE,  PG_OP_ALLGATHER,
+                           PG_OP_REDUCE_SCATTER, PG_OP_GATHER,    PG_OP_SCATTER, PG_OP_ALLTOALL,
+                           PG_OP_BARRIER,        PG_OP_SEND};
+  constexpr int kUnsupported = static_cast<int>(Route::kUnsupported);
+  auto row_name = [](int op) {
+    return op == PG_OP_SEND ? std::string("send/recv") : std::string(op_name(pg_op_t(op)));
+  };
+  // ok: every case passed (cases refused as unsupported, as the route says they must be, do
+  // not count); FAIL: one failed; n/a: only refused as unsupported; -: none ran.
+  auto cell = [&](int op, int dtype) {
+    int passed = 0, failed = 0, refused = 0;
+    for (int r = 0; r < Tally::kRoutes; ++r) {
+      failed += t.failed[op][dtype][r];
+      (r == kUnsupported ? refused : passed) += t.passed[op][dtype][r];
+    }
+    return failed > 0 ? "FAIL" : passed > 0 ? "ok" : refused > 0 ? "n/a" : "-";
+  };
+  std::string out;
+  char line[256];
+  out += "\n[ summary  ] " + backend +
+         ": cases by operation and dtype, over every world size and scenario\n"
+         "             (ok: all passed, FAIL: one or more failed, n/a: refused as unsupported, "
+         "-: not run)\n";
+  std::snprintf(line, sizeof(line), "  %-15s", "");
+  out += line;
+  for (pg_dtype_t d : all_dtypes()) {
+    std::snprintf(line, sizeof(line), " %-5s", dtype_name(d));
+    out += line;
+  }
+  auto end_line = [&out] {
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += "\n";
+  };
+  end_line();
+  for (int op : kRows) {
+    std::snprintf(line, sizeof(line), "  %-15s", row_name(op).c_str());
+    out += line;
+    if (op == PG_OP_BARRIER) {
+      out += std::string(" ") + cell(op, PG_DTYPE_INVALID) + " (no dtype)\n";
+      continue;
+    }
+    for (pg_dtype_t d : all_dtypes()) {
+      std::snprintf(line, sizeof(line), " %-5s", cell(op, d));
+      out += line;
+    }
+    end_line();
+  }
+  if (!t.has_caps) return out + "  (no rank reported the plugin's capabilities)\n";
+  const pg_capabilities_t& c = t.caps;
+  out += "\n[ summary  ] declared by pg_group_capabilities:\n";
+  out += "  native ops:        " +
+         bit_names(c.native_ops, 0, PG_OP_COUNT_, [](int b) { return op_name(pg_op_t(b)); }) + "\n";
+  out += "  native dtypes:     " +
+         bit_names(c.native_dtypes, 1, PG_DTYPE_COUNT_,
+                   [](int b) { return dtype_name(pg_dtype_t(b)); }) +
+         "\n";
+  out += "  native reduce ops: " +
+         bit_names(c.native_reduce_ops, 0, PG_REDUCE_COUNT_,
+                   [](int b) { return reduce_op_name(pg_reduce_op_t(b)); }) +
+         "\n";
+  out += "  devices:           " +
+         bit_names(c.devices, 0, PG_DEVICE_COUNT_,
+                   [](int b) { return b == PG_DEVICE_CPU ? "cpu" : "cuda"; }) +
+         " (the suite runs CPU buffers only)\n";
+  out += "\n[ summary  ] declared versus what ran (cases summed over ranks, passed/run):\n";
+  static constexpr const char* kRouteLabels[] = {"native", "native sum + core scaling",
+                                                 "emulated by the core", "refused as unsupported"};
+  for (int op : kRows) {
+    const bool declared =
+        op == PG_OP_SEND ? has_bit(c.native_ops, PG_OP_SEND) && has_bit(c.native_ops, PG_OP_RECV)
+                         : has_bit(c.native_ops, op);
+    int passed[Tally::kRoutes] = {}, run[Tally::kRoutes] = {};
+    for (int d = 0; d < Tally::kDtypes; ++d)
+      for (int r = 0; r < Tally::kRoutes; ++r) {
+        passed[r] += t.passed[op][d][r];
+        run[r] += t.passed[op][d][r] + t.failed[op][d][r];
+      }
+    std::string text = row_name(op) + ": ";
+    std::string routes;
+    int first = 0;
+    if (declared && run[0] == 0) {
+      text += "declared native, no native case ran";
+      first = 1;
+    } else if (declared) {
+      text += "declared native, native cases passed " + std::to_string(passed[0]) + "/" +
+              std::to_string(run[0]);
+      first = 1;
+    } else {
+      text += "not declared";
+    }
+    for (int r = first; r < Tally::kRoutes; ++r) {
+      if (run[r] == 0) continue;
+      const char* why = r == 0                         ? " (through another declared op)"
+                        : declared && r < kUnsupported ? " (dtype or reduce op not declared)"
+                                                       : "";
+      routes += (routes.empty() ? "" : ", ") + std::string(kRouteLabels[r]) + why + ": " +
+                std::to_string(passed[r]) + "/" + std::to_string(run[r]) + " passed";
+    }
+    if (!routes.empty()) text += declared ? "; " + routes : " (" + routes + ")";
+    if (!declared && routes.empty()) text += " (not run)";
+    out += "  " + text + "\n";
+  }
+  return out;
+}
+
+class SummaryPrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit SummaryPrinter(std::string backend) : backend_(std::move(backend)) {}
+  void OnTestProgramEnd(const ::testing::UnitTest&) override {
+    std::lock_guard lock(g_tally_mutex);
+    std::printf("%s", format_summary(g_tally, backend_).c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string backend_;
+};
+
 class ScenarioTest : public ::testing::Test {
  public:
   ScenarioTest(BackendSpec backend, int world, const Scenario* scenario, std::string self)
@@ -101,6 +239,10 @@ class ScenarioTest : public ::testing::Test {
     int checks = 0;
     for (const RankOutcome& o : outcomes) {
       checks += o.checks;
+      {
+        std::lock_guard lock(g_tally_mutex);
+        g_tally.merge(o.tally);
+      }
       const std::string prefix = "rank " + std::to_string(o.rank) + ": ";
       for (const std::string& p : o.problems)
         ADD_FAILURE() << (p.rfind(prefix, 0) == 0 ? "" : prefix) << p;
@@ -167,6 +309,8 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   const std::string self = self_path();
   const std::vector<BackendSpec> built_in = built_in_backends();
+  if (!options.backend.empty())  // an explicit --backend: its author gets the summary
+    ::testing::UnitTest::GetInstance()->listeners().Append(new SummaryPrinter(options.backend));
   // --backend replaces the built-in list; a plugin configured into the build
   // (PROCGROUP_CONFORMANCE_PLUGIN) runs beside it.
   if (options.backend.empty()) {

@@ -37,6 +37,10 @@ struct Posted {
   pg_status_t status = PG_OK;
 };
 
+Route p2p_route(const RankContext& ctx, pg_dtype_t dtype) {
+  return route_for(ctx.caps, PG_OP_SEND, dtype, PG_REDUCE_SUM);
+}
+
 // Posts a send or recv; a refusal is a failure unless `may_refuse`.
 Posted post(RankContext& ctx, const Message& m, bool is_recv, bool blocking,
             bool may_refuse = false) {
@@ -60,14 +64,25 @@ Posted post(RankContext& ctx, const Message& m, bool is_recv, bool blocking,
   p.submitted = s == PG_OK;
   p.status = s;
   if (may_refuse) return p;
+  if (!p.submitted) ctx.report.tally(PG_OP_SEND, m.dtype, p2p_route(ctx, m.dtype), false);
   ctx.report.expect(p.submitted, "rank " + std::to_string(ctx.rank) + ": " +
                                      (is_recv ? "recv of " : "send of ") + m.to_string() + ": " +
                                      pg_status_name(s) + ": " + pg_last_error());
   return p;
 }
 
+void check_done(RankContext& ctx, Posted& p);
+
+// Waits for a posted send or recv, checks it and tallies it (as send/recv in its dtype).
 void finish(RankContext& ctx, Posted& p) {
   if (!p.submitted) return;
+  const int failures = ctx.report.failures();
+  check_done(ctx, p);
+  ctx.report.tally(PG_OP_SEND, p.m.dtype, p2p_route(ctx, p.m.dtype),
+                   ctx.report.failures() == failures);
+}
+
+void check_done(RankContext& ctx, Posted& p) {
   const std::string what = "rank " + std::to_string(ctx.rank) + ": " +
                            (p.is_recv ? "recv of " : "send of ") + p.m.to_string();
   if (p.work) {
@@ -113,6 +128,7 @@ void send_recv_scenario(RankContext& ctx) {
     if (!in.submitted && !out.submitted && in.status == PG_ERR_UNSUPPORTED &&
         out.status == PG_ERR_UNSUPPORTED) {
       ctx.report.counted(Route::kUnsupported);
+      ctx.report.tally(PG_OP_SEND, message(me, me).dtype, Route::kUnsupported, true);
     } else {
       ctx.report.expect(in.submitted && out.submitted,
                         "rank " + std::to_string(me) +
@@ -179,6 +195,7 @@ void barrier_scenario(RankContext& ctx) {
       if (s == PG_OK) s = pg_work_wait(w, -1);
       pg_work_release(w);
     }
+    const int failures = ctx.report.failures();
     ctx.report.expect(s == PG_OK, "rank " + std::to_string(ctx.rank) + ": barrier round " +
                                       std::to_string(round) + ": " + pg_status_name(s) + ": " +
                                       pg_last_error());
@@ -190,6 +207,9 @@ void barrier_scenario(RankContext& ctx) {
                                                            std::to_string(round) + " before rank " +
                                                            std::to_string(r) + " arrived");
     }
+    ctx.report.tally(PG_OP_BARRIER, PG_DTYPE_INVALID,
+                     route_for(ctx.caps, PG_OP_BARRIER, PG_DTYPE_INVALID, PG_REDUCE_SUM),
+                     ctx.report.failures() == failures);
   }
 }
 

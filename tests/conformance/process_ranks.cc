@@ -136,6 +136,7 @@ RankOutcome outcome_of(int rank, const RankProcess& p, const std::string& log,
       last_step = line.substr(12);
     } else if (Report::parse_done_line(line, &o.checks, &o.failures, &o.summary)) {
       o.reported = true;
+    } else if (o.tally.parse_line(line)) {
     } else {
       other_lines.push_back(line);
     }
@@ -265,6 +266,7 @@ int worker_main(const std::string& scenario_name) {
   ctx.rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "-1");
   ctx.size = std::atoi(std::getenv("WORLD_SIZE") ? std::getenv("WORLD_SIZE") : "-1");
   run_rank(ctx, *scenario, group);
+  for (const std::string& line : ctx.report.tally().lines()) std::printf("%s\n", line.c_str());
   std::printf("%s\n", ctx.report.done_line().c_str());
   std::fflush(stdout);
   return ctx.report.failures() == 0 ? 0 : 1;

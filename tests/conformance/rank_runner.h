@@ -35,6 +35,7 @@ struct RankOutcome {
   int checks = 0;
   int failures = 0;
   std::string summary;                // Report::summary() of the rank
+  Tally tally;                        // Report::tally() of the rank
   std::vector<std::string> problems;  // failures, abnormal exits, timeouts, output tails
 };
 

@@ -8,6 +8,62 @@
 
 namespace pgtest {
 
+void Tally::add(pg_op_t op, pg_dtype_t dtype, Route route, bool ok) {
+  if (op == PG_OP_RECV) op = PG_OP_SEND;
+  if (op < 0 || op >= kOps || dtype < 0 || dtype >= kDtypes) return;
+  ++(ok ? passed : failed)[op][dtype][static_cast<int>(route)];
+}
+
+void Tally::merge(const Tally& other) {
+  for (int o = 0; o < kOps; ++o)
+    for (int d = 0; d < kDtypes; ++d)
+      for (int r = 0; r < kRoutes; ++r) {
+        passed[o][d][r] += other.passed[o][d][r];
+        failed[o][d][r] += other.failed[o][d][r];
+      }
+  if (!has_caps && other.has_caps) set_caps(other.caps);
+}
+
+std::vector<std::string> Tally::lines() const {
+  std::vector<std::string> out;
+  if (has_caps) {
+    char line[128];
+    std::snprintf(line, sizeof(line), "pgconf-caps %x %x %x %x", caps.native_ops,
+                  caps.native_dtypes, caps.native_reduce_ops, caps.devices);
+    out.emplace_back(line);
+  }
+  for (int o = 0; o < kOps; ++o)
+    for (int d = 0; d < kDtypes; ++d)
+      for (int r = 0; r < kRoutes; ++r)
+        if (passed[o][d][r] != 0 || failed[o][d][r] != 0)
+          out.push_back("pgconf-tally " + std::to_string(o) + " " + std::to_string(d) + " " +
+                        std::to_string(r) + " " + std::to_string(passed[o][d][r]) + " " +
+                        std::to_string(failed[o][d][r]));
+  return out;
+}
+
+bool Tally::parse_line(std::string_view line) {
+  const std::string text(line);
+  unsigned ops = 0, dtypes = 0, redops = 0, devices = 0;
+  if (std::sscanf(text.c_str(), "pgconf-caps %x %x %x %x", &ops, &dtypes, &redops, &devices) == 4) {
+    pg_capabilities_t c = PG_CAPABILITIES_INIT;
+    c.native_ops = ops;
+    c.native_dtypes = dtypes;
+    c.native_reduce_ops = redops;
+    c.devices = devices;
+    set_caps(c);
+    return true;
+  }
+  int o = 0, d = 0, r = 0, p = 0, f = 0;
+  if (std::sscanf(text.c_str(), "pgconf-tally %d %d %d %d %d", &o, &d, &r, &p, &f) != 5)
+    return false;
+  if (o >= 0 && o < kOps && d >= 0 && d < kDtypes && r >= 0 && r < kRoutes) {
+    passed[o][d][r] += p;
+    failed[o][d][r] += f;
+  }
+  return true;
+}
+
 void Report::fail(const std::string& message) {
   ++checks_;
   if (failures_++ < static_cast<int>(kKeptMessages)) {
@@ -37,11 +93,13 @@ void Report::run(pg_group_t group, int rank, int size, const pg_capabilities_t& 
                  const CollectiveCase& c) {
   step(c.to_string());
   std::string error = run_case(group, rank, size, caps, c);
+  const Route route = route_for(caps, c.op, c.dtype, c.redop);
+  tally(c.op, c.dtype, route, error.empty());
   if (!error.empty()) {
     fail(error);
     return;
   }
-  ++by_route_[static_cast<int>(route_for(caps, c.op, c.dtype, c.redop))];
+  ++by_route_[static_cast<int>(route)];
   ++checks_;
 }
 
@@ -111,6 +169,8 @@ std::vector<std::unique_ptr<PendingCheck>> start_mixed_cases(RankContext& ctx, i
                            static_cast<uint32_t>(2000 + k)};
     std::string error;
     pending.push_back(start_case(ctx.group, ctx.rank, ctx.size, ctx.caps, c, &error));
+    if (!error.empty() || pending.back() == nullptr)  // failed, or refused as unsupported
+      ctx.report.tally(c.op, c.dtype, route_for(ctx.caps, c.op, c.dtype, c.redop), error.empty());
     if (!error.empty()) ctx.report.fail(error);
   }
   return pending;
@@ -126,6 +186,7 @@ void finish_case(RankContext& ctx, PendingCheck* check) {
   if (s == PG_OK && bad.empty() && pg_work_test(check->work()) != PG_OK)
     bad = who + "pg_work_test after a successful wait is not PG_OK";
   check->release_work();
+  ctx.report.tally(check->which().op, check->which().dtype, check->route(), bad.empty());
   if (!bad.empty()) {
     ctx.report.fail(bad + " in " + check->which().to_string() + " [" + route_name(check->route()) +
                     "]");

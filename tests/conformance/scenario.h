@@ -21,6 +21,28 @@
 
 namespace pgtest {
 
+// Cases by (op, dtype, route), passed and failed, and the capabilities the backend declared:
+// what `--backend` runs sum up into the summary table. Send and recv count as PG_OP_SEND;
+// barrier as dtype PG_DTYPE_INVALID (it has none).
+struct Tally {
+  static constexpr int kOps = PG_OP_COUNT_, kDtypes = PG_DTYPE_COUNT_, kRoutes = 4;
+  int passed[kOps][kDtypes][kRoutes] = {};
+  int failed[kOps][kDtypes][kRoutes] = {};
+  bool has_caps = false;
+  pg_capabilities_t caps = PG_CAPABILITIES_INIT;
+
+  void add(pg_op_t op, pg_dtype_t dtype, Route route, bool ok);
+  void set_caps(const pg_capabilities_t& c) {
+    caps = c;
+    has_caps = true;
+  }
+  void merge(const Tally& other);  // adds the counts; takes other's caps if it has none
+  // Lines a rank process prints ("pgconf-tally ...", "pgconf-caps ..."), and their parser
+  // (false if `line` is not one).
+  std::vector<std::string> lines() const;
+  bool parse_line(std::string_view line);
+};
+
 // What one rank checked and the first failures (each a one-line message).
 class Report {
  public:
@@ -36,6 +58,14 @@ class Report {
   // Runs a case (run_case) and records it.
   void run(pg_group_t group, int rank, int size, const pg_capabilities_t& caps,
            const CollectiveCase& c);
+
+  // One case of `op` in `dtype` that took `route`, for the summary table (counted() and
+  // run() call it for collectives; point-to-point and barrier scenarios call it directly).
+  void tally(pg_op_t op, pg_dtype_t dtype, Route route, bool ok) {
+    tally_.add(op, dtype, route, ok);
+  }
+  Tally& tally() { return tally_; }
+  const Tally& tally() const { return tally_; }
 
   int failures() const { return failures_; }
   int checks() const { return checks_; }
@@ -53,6 +83,7 @@ class Report {
   int by_route_[4] = {0, 0, 0, 0};
   std::vector<std::string> messages_;
   std::FILE* echo_ = nullptr;
+  Tally tally_;
 };
 
 struct RankContext {

@@ -61,6 +61,7 @@ void run_rank(RankContext& ctx, const Scenario& scenario, pg_group_t group) {
                         std::to_string(ctx.size));
   const pg_status_t caps = pg_group_capabilities(group, &ctx.caps);
   ctx.report.expect(caps == PG_OK, std::string("pg_group_capabilities: ") + pg_last_error());
+  if (caps == PG_OK) ctx.report.tally().set_caps(ctx.caps);
   scenario.run(ctx);
   const pg_status_t destroyed = pg_group_destroy(group);
   if (!ctx.group_failed)
@@ -123,6 +124,7 @@ std::vector<RankOutcome> run_on_threads(const BackendSpec& backend, int world,
     o.checks = report.checks();
     o.failures = report.failures();
     o.summary = report.summary();
+    o.tally = report.tally();
     o.problems = report.messages();
     if (report.failures() > static_cast<int>(report.messages().size()))
       o.problems.push_back("... and " +
