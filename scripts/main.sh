@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the main job: a 2-rank allreduce through pgrun on the default
-# backend, then the core's per-call overhead benchmark.
+# Sets up, builds and runs the main job: Fashion-MNIST trained with data-parallel SGD on 2
+# ranks through pgrun on the default backend (10 epochs, a few minutes on 2 cores; results in
+# build/fashion_mnist/), then the allreduce benchmark on the same backend.
+# Extra arguments go to fashion_mnist (e.g. --resume, --epochs 3, --sync-bn); see
+# docs/training.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-echo "== pgrun --nproc-per-node 2 allreduce_demo (backend: ${PROCGROUP_BACKEND:-default})"
-build/bin/pgrun --nproc-per-node 2 build/bin/allreduce_demo 1048576
-echo "== core overhead against the plugin table"
-build/bin/core_overhead
+
+out=build/fashion_mnist
+mkdir -p "$out"
+echo "== pgrun --nproc-per-node 2 fashion_mnist (backend: ${PROCGROUP_BACKEND:-default})"
+build/bin/pgrun --nproc-per-node 2 build/bin/fashion_mnist --epochs 10 \
+  --csv "$out/main.csv" --checkpoint "$out/main.ckpt" "$@"
+if command -v gnuplot >/dev/null; then
+  examples/fashion_mnist/plot.sh "$out/main.png" "2 ranks=$out/main.csv"
+fi
+
+echo "== pgrun --nproc-per-node 2 collbench allreduce (backend: ${PROCGROUP_BACKEND:-default})"
+build/bin/pgrun --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 16M

@@ -1,0 +1,54 @@
+#include "sgd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace fashion_mnist {
+
+Sgd::Sgd(Mlp& model, SgdOptions options) : options_(options) {
+  for (size_t i = 0; i < model.num_parameters(); ++i) {
+    velocity_.emplace_back(model.value(i).size(), 0.0f);
+  }
+}
+
+void Sgd::step(Mlp& model, float lr) {
+  const float mu = options_.momentum, wd = options_.weight_decay;
+  for (size_t i = 0; i < model.num_parameters(); ++i) {
+    std::span<float> w = model.value(i);
+    std::span<const float> g = model.grad(i);
+    std::vector<float>& v = velocity_[i];
+    const float decay = model.decays(i) ? wd : 0.0f;
+    for (size_t j = 0; j < w.size(); ++j) {
+      const float d = g[j] + decay * w[j];
+      v[j] = started_ != 0 ? mu * v[j] + d : d;
+      w[j] -= lr * v[j];
+    }
+  }
+  started_ = 1;
+}
+
+std::vector<procgroup::ddp::NamedTensor> Sgd::state(const Mlp& model) {
+  std::vector<procgroup::ddp::NamedTensor> s;
+  for (size_t i = 0; i < velocity_.size(); ++i) {
+    s.push_back({"sgd." + model.name(i) + ".momentum",
+                 procgroup::ddp::TensorRef::of(std::span(velocity_[i]))});
+  }
+  s.push_back({"sgd.started", procgroup::ddp::TensorRef::of(std::span(&started_, 1))});
+  return s;
+}
+
+Schedule parse_schedule(const std::string& name) {
+  if (name == "constant") return Schedule::kConstant;
+  if (name == "cosine") return Schedule::kCosine;
+  throw std::invalid_argument("unknown learning-rate schedule '" + name + "' (constant or cosine)");
+}
+
+float learning_rate(float base, Schedule schedule, int64_t step, int64_t total) {
+  if (schedule == Schedule::kConstant || total <= 0) return base;
+  const double t = static_cast<double>(std::min(step, total)) / static_cast<double>(total);
+  return static_cast<float>(base * 0.5 * (1.0 + std::cos(std::numbers::pi * t)));
+}
+
+}  // namespace fashion_mnist
