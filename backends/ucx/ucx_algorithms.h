@@ -1,0 +1,104 @@
+// ucx_algorithms.h — the ucx backend's collective algorithms and how one is chosen.
+//
+// Every algorithm is a coroutine over tag send/recv (ucx_io.h). make_task() picks one by
+// operation, message size and world size (p):
+//
+//   allreduce   bytes <= rd_max: recursive doubling (non-power-of-two p folded in first)
+//               p > 2 and bytes < ring_min: Rabenseifner (recursive halving + doubling)
+//               otherwise: ring reduce-scatter + allgather, pipelined in chunk_bytes chunks
+//               so each reduced chunk is forwarded while the next one is in flight
+//   broadcast   bytes <= tree_max: binomial tree; else a pipelined chain
+//   reduce      bytes <= tree_max: binomial tree; else a pipelined chain toward the root
+//   allgather   total <= bruck_max: Bruck; else ring (chunk-pipelined)
+//   reduce_scatter  ring (chunk-pipelined)      gather, scatter  linear (all posted at once)
+//   alltoall    pairwise exchange               barrier  dissemination
+//   send, recv  one tagged message
+//
+// Reductions fuse the copy (out = in op received), AVG divides once per element (the rank
+// that finishes a block divides it before it is distributed), f16/bf16 accumulate in float.
+// PROCGROUP_UCX_{ALLREDUCE,BROADCAST,REDUCE,ALLGATHER} force an algorithm (tests do).
+#ifndef PROCGROUP_BACKENDS_UCX_UCX_ALGORITHMS_H_
+#define PROCGROUP_BACKENDS_UCX_UCX_ALGORITHMS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ucx_task.h"
+
+namespace procgroup::ucx_backend {
+
+struct Op;
+
+struct Tuning {
+  enum class Allreduce { kAuto, kRecursiveDoubling, kRabenseifner, kRing };
+  enum class Tree { kAuto, kBinomial, kChain };
+  enum class Allgather { kAuto, kBruck, kRing };
+  Allreduce allreduce = Allreduce::kAuto;
+  Tree broadcast = Tree::kAuto;
+  Tree reduce = Tree::kAuto;
+  Allgather allgather = Allgather::kAuto;
+  size_t rd_max = 16 << 10;
+  size_t ring_min = 1 << 20;
+  size_t tree_max = 64 << 10;
+  size_t bruck_max = 64 << 10;
+  size_t chunk_bytes = 1 << 20;
+  int window = 4;          // chunks in flight per pipeline
+  bool fused_recv = true;  // pipelines reduce while receiving (ucx_recv_reduce.h)
+  int64_t spin_us = 100;   // a waiter spins this long without events before blocking
+  // Groups up to this size connect every endpoint at creation (and wait until all peers
+  // did); larger ones connect to a peer when first talking to it.
+  int connect_all_max = 64;
+  // Defaults, overridden by PROCGROUP_UCX_* variables (README.md).
+  static Tuning from_env();
+};
+
+Task make_task(Op& op);
+
+// ucx_allreduce.cc
+Task allreduce_recursive_doubling(Op& op);
+Task allreduce_rabenseifner(Op& op);
+Task allreduce_ring(Op& op);
+Task reduce_scatter_ring(Op& op);
+Task allgather_ring(Op& op);
+
+// ucx_rooted.cc
+Task broadcast_binomial(Op& op);
+Task broadcast_chain(Op& op);
+Task reduce_binomial(Op& op);
+Task reduce_chain(Op& op);
+Task gather_linear(Op& op);
+Task scatter_linear(Op& op);
+
+// ucx_exchange.cc
+Task allgather_bruck(Op& op);
+Task alltoall_pairwise(Op& op);
+Task barrier_dissemination(Op& op);
+Task send_message(Op& op);
+Task recv_message(Op& op);
+
+// Scratch buffers reused across operations (allocations of fresh pages would fault on
+// every large collective). Not thread-safe: the group's mutex guards it.
+class ScratchPool {
+ public:
+  ScratchPool() = default;
+  ~ScratchPool();
+  ScratchPool(const ScratchPool&) = delete;
+  ScratchPool& operator=(const ScratchPool&) = delete;
+  // At least `bytes` (64-byte aligned); *capacity gets the real size. nullptr: no memory.
+  std::byte* take(size_t bytes, size_t* capacity);
+  void give(std::byte* data, size_t capacity);
+
+ private:
+  struct Free {
+    std::byte* data;
+    size_t capacity;
+  };
+  std::vector<Free> free_;
+  size_t cached_bytes_ = 0;
+};
+
+}  // namespace procgroup::ucx_backend
+
+#endif  // PROCGROUP_BACKENDS_UCX_UCX_ALGORITHMS_H_

@@ -1,0 +1,234 @@
+// Failures of a ucx group: lost peers, timeouts, abort, and the notices ranks send each other
+// (see the failure model in ucx_group.h).
+//
+// Control messages use tag kind 2 and carry [kind u8][pad x3][code i32][source i32]
+// [text length u32][text] (UCX 1.13 does not report sender and length when a receive
+// completes at once, so the message says them itself):
+//   kind 1, notice:  "this rank broke the group, because <text>": the receiver breaks too
+//   kind 2, goodbye: "this rank destroyed the group": its endpoint closing is no failure
+//   kind 3, hello:   "this rank is connected to you" (group_create waits for all of them)
+#include <cstring>
+#include <map>
+
+#include "ucx_group.h"
+#include "ucx_io.h"
+#include "ucx_tags.h"
+
+namespace procgroup::ucx_backend {
+namespace {
+
+constexpr size_t kHeader = 16;
+constexpr auto kControlNoticeLimit = std::chrono::milliseconds(50);
+constexpr auto kDrainLimit = std::chrono::seconds(2);
+constexpr auto kShortDrain = std::chrono::milliseconds(300);
+
+}  // namespace
+
+// ---- Callbacks (inside ucp_worker_progress: record only) --------------------------------
+
+void UcxGroup::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* peer = static_cast<PeerArg*>(arg);
+  peer->group->failed_peers_.emplace_back(peer->peer, status);
+}
+
+void UcxGroup::on_control(void* request, ucs_status_t status, const ucp_tag_recv_info_t*,
+                          void* user_data) {
+  auto* group = static_cast<UcxGroup*>(user_data);
+  group->control_request_ = nullptr;
+  if (status == UCS_OK) group->control_arrived_ = true;
+  ucp_request_free(request);
+}
+
+void UcxGroup::post_control_recv() {
+  if (shut_down_ || stopping_ || worker_.get() == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.recv = &UcxGroup::on_control;
+  param.user_data = this;
+  void* request = ucp_tag_recv_nbx(worker_.get(), control_buf_.data(), control_buf_.size(),
+                                   tags::control(0), tags::kKindMask, &param);
+  if (request == nullptr) {
+    control_arrived_ = true;  // one was waiting; handled by the next poll
+  } else if (UCS_PTR_IS_ERR(request)) {
+    log(PG_LOG_WARN, std::string("cannot receive control messages: ") +
+                         ucs_status_string(UCS_PTR_STATUS(request)));
+  } else {
+    control_request_ = request;
+  }
+}
+
+// ---- Handling, after progress returned ----------------------------------------------------
+
+void UcxGroup::handle_control() {
+  const uint8_t kind = static_cast<uint8_t>(control_buf_[0]);
+  int32_t code = 0, source = -1;
+  uint32_t length = 0;
+  std::memcpy(&code, control_buf_.data() + 4, sizeof(code));
+  std::memcpy(&source, control_buf_.data() + 8, sizeof(source));
+  std::memcpy(&length, control_buf_.data() + 12, sizeof(length));
+  if (source >= 0 && source < size_ && length <= control_buf_.size() - kHeader) {
+    const std::string text(control_buf_.data() + kHeader, length);
+    const std::string who = "rank " + std::to_string(source);
+    if (kind == kControlHello) {
+      if (!greeted_[source]) ++hellos_;
+      greeted_[source] = 1;
+    } else if (kind == kControlGoodbye) {
+      // Whatever it sent us arrived before this; a receive still unmatched from it can
+      // only end by its timeout.
+      departed_[source] = 1;
+    } else if (kind == kControlNotice && !broken_) {
+      break_group(code == PG_ERR_PEER_LOST ? PG_ERR_PEER_LOST : PG_ERR_ABORTED,
+                  who + " failed: " + text, false);
+    }
+  }
+  post_control_recv();
+}
+
+void UcxGroup::handle_peer_failures() {
+  std::vector<std::pair<int, ucs_status_t>> failed;
+  failed.swap(failed_peers_);
+  for (const auto& [peer, status] : failed) {
+    if (broken_) return;
+    if (departed_[peer]) {
+      // It said goodbye: its endpoint going away is expected. Close ours.
+      if (eps_[peer] != nullptr) {
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        void* request = ucp_ep_close_nbx(eps_[peer], &param);
+        if (request != nullptr && !UCS_PTR_IS_ERR(request)) ucp_request_free(request);
+        eps_[peer] = nullptr;
+      }
+      continue;
+    }
+    break_group(PG_ERR_PEER_LOST,
+                "connection to rank " + std::to_string(peer) +
+                    " lost (UCX: " + ucs_status_string(status) + ")",
+                true);
+  }
+}
+
+void UcxGroup::notify_peers(uint8_t kind, pg_status_t code, const std::string& text) {
+  notice_.assign(kHeader, '\0');
+  notice_[0] = static_cast<char>(kind);
+  const std::string body = text.substr(0, control_buf_.size() - kHeader);
+  const int32_t code32 = code, source = rank_;
+  const uint32_t length = static_cast<uint32_t>(body.size());
+  std::memcpy(notice_.data() + 4, &code32, sizeof(code32));
+  std::memcpy(notice_.data() + 8, &source, sizeof(source));
+  std::memcpy(notice_.data() + 12, &length, sizeof(length));
+  notice_ += body;
+  std::vector<void*> sending;
+  ucp_request_param_t param{};
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || eps_[peer] == nullptr || departed_[peer]) continue;
+    void* request =
+        ucp_tag_send_nbx(eps_[peer], notice_.data(), notice_.size(), tags::control(rank_), &param);
+    if (request != nullptr && !UCS_PTR_IS_ERR(request)) sending.push_back(request);
+  }
+  // Best effort: a peer that is gone or slow learns it from its own timeout.
+  const auto until = Clock::now() + kControlNoticeLimit;
+  while (!sending.empty()) {
+    ucp_worker_progress(worker_.get());
+    if (ucp_request_check_status(sending.back()) != UCS_INPROGRESS) {
+      ucp_request_free(sending.back());
+      sending.pop_back();
+    } else if (Clock::now() >= until) {
+      for (void* request : sending) ucp_request_free(request);
+      break;
+    }
+  }
+}
+
+// ---- Timeouts ---------------------------------------------------------------------------
+
+void UcxGroup::check_deadlines(Clock::time_point now) {
+  if (broken_) {
+    if (ops_ != nullptr && now >= drain_until_) abandon_running();
+    return;
+  }
+  std::string first;
+  for (Op* op = ops_; op != nullptr; op = op->next) {
+    if (op->task_done || now < op->deadline) continue;
+    int peer = -1;
+    for (const Io* io = op->ios; io != nullptr && peer < 0; io = io->next_in_op()) {
+      peer = io->first_waited_peer();
+    }
+    const int64_t ms = op->desc.timeout_ms > 0 ? op->desc.timeout_ms : timeout_.count();
+    std::string what = op_label(op->desc) + " timed out after " + std::to_string(ms) + " ms" +
+                       (peer >= 0 ? " waiting for rank " + std::to_string(peer) : "");
+    op->failure = Status::error(PG_ERR_TIMEOUT, what);
+    if (first.empty()) first = what;
+    // What was still outstanding, for the log: "recv from 1 x2, send to 3 x1".
+    std::map<std::pair<int, bool>, int> pending;
+    for (const Io* io = op->ios; io != nullptr; io = io->next_in_op()) {
+      io->for_each_pending([&](int p, bool is_recv) { ++pending[{p, is_recv}]; });
+    }
+    std::string detail;
+    for (const auto& [key, count] : pending) {
+      detail += (detail.empty() ? "" : ", ") + std::string(key.second ? "recv from " : "send to ") +
+                std::to_string(key.first) + " x" + std::to_string(count);
+    }
+    log(PG_LOG_INFO, what + "; outstanding: " + (detail.empty() ? "none" : detail));
+  }
+  if (!first.empty()) break_group(PG_ERR_TIMEOUT, first, true);
+}
+
+// ---- Breaking ---------------------------------------------------------------------------
+
+void UcxGroup::break_group(pg_status_t code, const std::string& reason, bool tell_peers) {
+  if (broken_) return;
+  broken_ = true;
+  broken_code_ = code;
+  broken_cause_ = reason;
+  drain_until_ = Clock::now() + kDrainLimit;
+  log(code == PG_ERR_ABORTED ? PG_LOG_INFO : PG_LOG_ERROR,
+      "group '" + group_id_ + "' broken: " + reason);
+  // Peer loss and backend errors reach every running work as they are; anything else
+  // aborts the works that did not fail themselves.
+  const bool keep = code == PG_ERR_PEER_LOST || code == PG_ERR_BACKEND;
+  for (Op* op = ops_; op != nullptr; op = op->next) {
+    if (!op->failure.ok()) continue;
+    op->failure = keep ? Status::error(code, op_label(op->desc) + ": " + reason)
+                       : Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + reason);
+  }
+  if (tell_peers) notify_peers(kControlNotice, code, reason);
+  for (Op* op = ops_; op != nullptr; op = op->next) {
+    for (Io* io = op->ios; io != nullptr; io = io->next_in_op()) io->cancel_receives(worker_.get());
+  }
+  if (err_mode_ == UCP_ERR_HANDLING_MODE_PEER) {
+    // Forced closing completes every send still queued on an endpoint (with an error).
+    close_endpoints(true, Clock::now() + kControlNoticeLimit);
+  } else {
+    // Without peer error handling a forced close is undefined for the peer; sends that no
+    // peer will take are abandoned soon instead (UCX only reads their buffers).
+    drain_until_ = Clock::now() + kShortDrain;
+  }
+  waker_.wake();  // a poller asleep in epoll looks again
+}
+
+void UcxGroup::abandon_running() {
+  // UCX never completed these requests: the works end anyway (the group is broken), the
+  // ops stay allocated until the worker is destroyed, since UCX may still call back.
+  while (ops_ != nullptr) {
+    Op* op = ops_;
+    ops_ = op->next;
+    if (ops_ != nullptr) ops_->prev = nullptr;
+    op->finished = true;
+    if (op->failure.ok()) {
+      op->failure =
+          Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + broken_cause_);
+    }
+    op->work->complete(op->failure.code, op->failure.message);
+    running_.fetch_sub(1, std::memory_order_relaxed);
+    abandoned_.emplace_back(op);
+  }
+  if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
+}
+
+void UcxGroup::drain(std::unique_lock<std::mutex>&, Clock::time_point until) {
+  while (ops_ != nullptr && Clock::now() < until) poll_once();
+  if (ops_ != nullptr) abandon_running();
+}
+
+}  // namespace procgroup::ucx_backend

@@ -1,0 +1,82 @@
+// ucx_op.h — one operation in flight inside a ucx group: its arguments, the coroutine that
+// runs it, its outstanding UCX requests and scratch memory. Algorithms receive an Op& and
+// talk through Io (ucx_io.h):
+//
+//   Task ring(Op& op) {
+//     std::byte* tmp = op.scratch(bytes);      // reused across ops, freed with the group
+//     Io io(op);
+//     io.recv(op.left(), tmp, bytes, step);    // tags: this collective's number + step
+//     ...
+//   }
+//
+// An Op is finished when its coroutine has returned AND every request it posted has
+// completed (an algorithm that fails early may leave requests behind; the group cancels
+// them). Only then is its Work completed, so UCX never touches a buffer the caller got back.
+#ifndef PROCGROUP_BACKENDS_UCX_UCX_OP_H_
+#define PROCGROUP_BACKENDS_UCX_UCX_OP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "procgroup/procgroup_backend.h"
+#include "ucx_plan.h"
+#include "ucx_reduce.h"
+#include "ucx_task.h"
+#include "ucx_work.h"
+
+namespace procgroup::ucx_backend {
+
+class UcxGroup;
+class Io;
+class ScratchPool;
+
+// A scratch buffer on loan from the group's pool.
+struct ScratchLease {
+  std::byte* data = nullptr;
+  size_t capacity = 0;
+};
+
+struct Op {
+  UcxGroup* group = nullptr;
+  std::shared_ptr<Work> work;
+  pg_backend_op_t desc{};
+  Plan plan;
+  int rank = 0;
+  int size = 1;
+  uint64_t number = 0;  // collectives: the group's collective counter (same on every rank)
+  Clock::time_point deadline;
+  Task task;
+
+  int pending = 0;         // UCX requests posted and not completed
+  Io* ios = nullptr;       // Ios that have requests outstanding (for cancel and messages)
+  bool task_done = false;  // the coroutine returned
+  bool finished = false;   // the work was completed
+  Status failure;          // set when the group breaks while the op runs
+  std::vector<ScratchLease> leases;
+  Op* prev = nullptr;  // the group's list of running ops
+  Op* next = nullptr;
+
+  int left() const { return (rank + size - 1) % size; }
+  int right() const { return (rank + 1) % size; }
+  pg_dtype_t dtype() const { return plan.dtype; }
+  size_t es() const { return plan.es; }
+  pg_reduce_op_t reduce_op() const { return desc.reduce_op; }
+
+  // Bytes of scratch memory, valid until the op finishes (64-byte aligned).
+  std::byte* scratch(size_t bytes);
+
+  // out = a op b over count elements of the op's dtype (AVG: sum).
+  void combine(void* out, const void* a, const void* b, size_t count) const {
+    reduce(out, a, b, count, plan.dtype, desc.reduce_op);
+  }
+  // AVG's division by the group size; nothing for other reduce ops.
+  void finish_avg(void* data, size_t count) const {
+    if (desc.reduce_op == PG_REDUCE_AVG) scale_down(data, count, plan.dtype, size);
+  }
+};
+
+}  // namespace procgroup::ucx_backend
+
+#endif  // PROCGROUP_BACKENDS_UCX_UCX_OP_H_

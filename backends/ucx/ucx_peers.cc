@@ -1,0 +1,130 @@
+// Peers on this host: finding them through the store, and noticing when one's process ends
+// (pidfds in the group's epoll set), since UCX's shared-memory transports cannot report a
+// dead peer themselves.
+//
+// Each rank publishes "ucx/host/<rank>" = "<host identity>\n<pid>". The identity (host name,
+// boot id, IPC and PID namespaces) says whether shared memory reaches the peer and whether
+// its pid means the same process here.
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "ucx_group.h"
+
+namespace procgroup::ucx_backend {
+namespace {
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string link_of(const char* path) {
+  char target[128] = {};
+  const ssize_t n = ::readlink(path, target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+std::string host_identity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "/" + first_line("/proc/sys/kernel/random/boot_id") + "/" +
+         link_of("/proc/self/ns/ipc") + "/" + link_of("/proc/self/ns/pid");
+}
+
+std::string host_key(int rank) { return "ucx/host/" + std::to_string(rank); }
+
+}  // namespace
+
+Status UcxGroup::discover_hosts() {
+  pids_.assign(size_, 0);
+  processes_.resize(size_);
+  host_known_.assign(size_, 0);
+  identity_ = host_identity();
+  const std::string value = identity_ + "\n" + std::to_string(::getpid());
+  if (store_->set(store_->ctx, host_key(rank_).c_str(), value.data(), value.size()) != PG_OK) {
+    return Status::error(PG_ERR_STORE, "publishing this rank's host identity failed");
+  }
+  // Above connect_all_max, reading every identity would cost size store reads per rank: such
+  // groups trust the launcher's LOCAL_WORLD_SIZE and look a peer up when first connecting.
+  if (size_ > tuning_.connect_all_max) {
+    one_host_ = local_size_ == size_;
+    return {};
+  }
+  one_host_ = true;
+  for (int i = 0; i < size_; ++i) {
+    if (i == rank_) continue;
+    Status st = read_host(i);
+    if (!st.ok()) return st;
+    one_host_ = one_host_ && pids_[i] > 0;
+  }
+  return {};
+}
+
+Status UcxGroup::read_host(int peer) {
+  void* data = nullptr;
+  uint64_t length = 0;
+  const pg_status_t st =
+      store_->get(store_->ctx, host_key(peer).c_str(), timeout_.count(), &data, &length);
+  if (st != PG_OK) {
+    return Status::error(st, "rank " + std::to_string(peer) + " never published its host");
+  }
+  const std::string theirs(static_cast<const char*>(data), length);
+  store_->free_value(store_->ctx, data);
+  host_known_[peer] = 1;
+  const size_t cut = theirs.rfind('\n');
+  if (cut == identity_.size() && theirs.compare(0, cut, identity_) == 0) {
+    pids_[peer] = std::atoi(theirs.c_str() + cut + 1);
+  }
+  return {};
+}
+
+void UcxGroup::watch_if_local(int peer) {
+  if (peer == rank_ || processes_[peer].fd() >= 0) return;
+  if (!host_known_[peer] && !read_host(peer).ok()) return;
+  if (pids_[peer] <= 0) return;
+  bool gone = false;
+  if (processes_[peer].open(pids_[peer], &gone) && waker_.watch(processes_[peer].fd(), peer)) {
+    ++watched_peers_;
+  } else if (gone) {
+    exited_.push_back(peer);
+  } else {
+    processes_[peer].reset();
+  }
+}
+
+void UcxGroup::watch_local_peers() {
+  // A peer that died since it published is found gone here: the first poll breaks the group.
+  for (int i = 0; i < size_; ++i) {
+    if (host_known_[i]) watch_if_local(i);
+  }
+}
+
+void UcxGroup::check_local_peers(int64_t timeout_us) {
+  if (watched_peers_ > 0) waker_.wait(timeout_us, &exited_);
+  if (!exited_.empty()) handle_exits();
+}
+
+void UcxGroup::handle_exits() {
+  std::vector<int> exited;
+  exited.swap(exited_);
+  for (int peer : exited) {
+    if (peer < 0 || peer >= size_) continue;
+    if (processes_[peer].fd() >= 0) waker_.unwatch(processes_[peer].fd());
+    processes_[peer].reset();
+    // Anything it sent before exiting (its goodbye included) is already in our
+    // shared-memory FIFO: take it in before judging.
+    for (int i = 0; i < 1000 && poll_once(); ++i) {
+    }
+    if (departed_[peer] || broken_) continue;
+    break_group(PG_ERR_PEER_LOST,
+                "rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
+                    " on this host) exited",
+                true);
+  }
+}
+
+}  // namespace procgroup::ucx_backend

@@ -1,0 +1,259 @@
+// Progress for the ucx backend: who polls the worker, when to spin and when to block
+// (see the progress model in ucx_group.h).
+//
+// Exactly one thread at a time is "the poller" (poller_active_): a thread in work_wait
+// when there is one, else the progress thread when operations are running unattended.
+// Everything happens under mu_, except the blocking epoll_wait, which runs unlocked after
+// ucp_worker_arm said there is nothing left to process.
+#include <sched.h>
+
+#include <algorithm>
+
+#include "ucx_group.h"
+#include "ucx_io.h"
+#include "ucx_tags.h"
+
+namespace procgroup::ucx_backend {
+namespace {
+
+// The progress thread's sleep while the group is in use, and the longest when idle.
+constexpr auto kActivePeriod = std::chrono::milliseconds(1);
+constexpr auto kIdlePeriod = std::chrono::milliseconds(100);
+constexpr auto kIdleAfter = std::chrono::milliseconds(100);
+// How often the poller looks at deadlines and dead peers; the longest sleep.
+constexpr auto kDeadlineCheck = std::chrono::milliseconds(1);
+constexpr auto kMaxBlock = std::chrono::milliseconds(100);
+// With sends outstanding: poll this long after the last event, then nap, doubling.
+constexpr auto kSendingSpin = std::chrono::microseconds(1000);
+constexpr auto kFirstNap = std::chrono::microseconds(50);
+constexpr auto kLastNap = std::chrono::microseconds(1000);
+constexpr auto kYieldAfter = std::chrono::microseconds(50);
+// The adaptive spin never drops below this: a peer that answers within it keeps the fast
+// path, and one that does not costs a few microseconds of spinning.
+constexpr int64_t kMinSpinUs = 2;
+
+}  // namespace
+
+// ---- One round of progress --------------------------------------------------------------
+
+bool UcxGroup::poll_once() {
+  bool any = ucp_worker_progress(worker_.get()) != 0;
+  if (!ready_.empty()) {
+    any = true;
+    run_ready();
+  }
+  if (control_arrived_) {
+    control_arrived_ = false;
+    handle_control();
+  }
+  if (!failed_peers_.empty()) handle_peer_failures();
+  if (!finalize_.empty()) {
+    any = true;
+    finalizing_.swap(finalize_);
+    for (Op* op : finalizing_) finalize(op);
+    finalizing_.clear();
+  }
+  return any;
+}
+
+void UcxGroup::run_ready() {
+  // Resumed coroutines post requests, and UCX may complete other requests inside those
+  // calls: their coroutines land in ready_ again, for the next round.
+  resuming_.swap(ready_);  // both keep their capacity: no allocation per operation
+  for (auto& [op, handle] : resuming_) {
+    handle.resume();
+    settle(op);
+  }
+  resuming_.clear();
+}
+
+void UcxGroup::settle(Op* op) {
+  if (!op->task_done && op->task.done()) {
+    op->task_done = true;
+    const Status& result = op->task.result();
+    // Any failure of a started operation breaks the group (its peers may be stuck mid-way).
+    if (!result.ok() && op->failure.ok()) {
+      op->failure = Status::error(result.code, op_label(op->desc) + ": " + result.message);
+    }
+    if (!result.ok() && !broken_) break_group(result.code, op->failure.message, true);
+  }
+  if (op->task_done && op->pending == 0 && !op->finished) finalize(op);
+}
+
+void UcxGroup::requests_done(Op* op) {
+  if (op->task_done && !op->finished) finalize_.push_back(op);
+}
+
+void UcxGroup::finalize(Op* op) {
+  if (op->finished) return;
+  op->finished = true;
+  Status& result = op->task.result();
+  if (result.ok()) {
+    op->work->complete(PG_OK, "");
+  } else if (!op->failure.ok()) {
+    op->work->complete(op->failure.code, op->failure.message);
+  } else {
+    op->work->complete(result.code, op_label(op->desc) + ": " + result.message);
+  }
+  if (op->prev != nullptr) op->prev->next = op->next;
+  if (op->next != nullptr) op->next->prev = op->prev;
+  if (ops_ == op) ops_ = op->next;
+  running_.fetch_sub(1, std::memory_order_relaxed);
+  for (const ScratchLease& lease : op->leases) pool_.give(lease.data, lease.capacity);
+  delete op;
+  if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
+}
+
+// ---- Waiting ----------------------------------------------------------------------------
+
+int64_t UcxGroup::block_us(Clock::time_point now, Clock::time_point until) const {
+  auto limit = std::min(until, now + kMaxBlock);
+  for (const Op* op = ops_; op != nullptr; op = op->next) limit = std::min(limit, op->deadline);
+  const auto us = std::chrono::ceil<std::chrono::microseconds>(limit - now).count();
+  return std::clamp<int64_t>(us, 0, std::chrono::microseconds(kMaxBlock).count());
+}
+
+bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
+                          Clock::time_point until, bool spin) {
+  const auto spin_for = std::chrono::microseconds(spin ? spin_us_ : 0);
+  bool blocked = false;
+  auto now = Clock::now();
+  auto last_event = now;
+  auto nap = kFirstNap;
+  unsigned idle_rounds = 0;
+  for (;;) {
+    if (work != nullptr ? work->done() : running_.load(std::memory_order_relaxed) == 0) {
+      return blocked;
+    }
+    if (!spin && want_poll_.load(std::memory_order_relaxed)) return blocked;
+    if (stopping_ && !spin) return blocked;
+    if (poll_once()) {
+      idle_rounds = 0;
+      nap = kFirstNap;
+      last_event = Clock::time_point{};  // refreshed below when idle again
+      lock.unlock();                     // let issuing threads in between rounds
+      lock.lock();
+      continue;
+    }
+    // Reading the clock costs as much as an empty poll: only every 16 idle rounds.
+    if (idle_rounds++ % 16 != 0) continue;
+    now = Clock::now();
+    if (last_event == Clock::time_point{}) last_event = now;
+    if (now >= next_deadline_check_) {
+      next_deadline_check_ = now + kDeadlineCheck;
+      check_local_peers(0);
+      check_deadlines(now);
+      continue;
+    }
+    if (now >= until) return blocked;
+    const auto idle = now - last_event;
+    // UCX may hold sends queued for room in a peer's shared-memory FIFO, and room freeing
+    // up signals nobody: while sends are outstanding keep polling a while longer, then
+    // nap briefly instead of sleeping until an event.
+    const bool sending = sends_outstanding_ > 0;
+    if (idle < spin_for || (sending && idle < kSendingSpin)) {
+      lock.unlock();
+      // After a while, now and then let a peer that shares our core run (yielding at every
+      // round would hand the core to unrelated work between every two fragments).
+      if (idle > kYieldAfter && idle_rounds % 64 == 1) sched_yield();
+      lock.lock();
+      continue;
+    }
+    const ucs_status_t armed = ucp_worker_arm(worker_.get());
+    if (armed == UCS_ERR_BUSY) continue;
+    int64_t us = block_us(now, until);
+    // Without a working event fd (a transport without wakeup support) only naps are safe.
+    if (sending || armed != UCS_OK || !wakeup_) {
+      us = std::min<int64_t>(us, std::chrono::microseconds(nap).count());
+      nap = std::min(nap * 2, kLastNap);
+    }
+    if (!spin) thread_blocked_.store(true, std::memory_order_relaxed);
+    std::vector<int> exited;  // filled unlocked, handed over below
+    lock.unlock();
+    if (us > 0) waker_.wait(us, &exited);
+    blocked = true;
+    lock.lock();
+    thread_blocked_.store(false, std::memory_order_relaxed);
+    if (!exited.empty()) {
+      exited_.insert(exited_.end(), exited.begin(), exited.end());
+      handle_exits();
+    }
+    if (!sending && armed == UCS_OK && wakeup_) last_event = Clock::now();
+    idle_rounds = 0;
+  }
+}
+
+void UcxGroup::wait_for(const Work& work, Clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!work.done() && !shut_down_) {
+    if (!poller_active_) {
+      poller_active_ = true;
+      const auto started = Clock::now();
+      const bool blocked = poll_until(lock, &work, until, true);
+      poller_active_ = false;
+      // Spinning pays when the answer comes within the spin limit: a wait that blocked
+      // although it took less than the limit restores the full spin; a longer one (a slow
+      // peer) halves it, so waiting on slow peers does not keep a core busy.
+      if (work.done() && blocked) {
+        const auto took =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+        spin_us_ = took.count() < tuning_.spin_us ? tuning_.spin_us
+                                                  : std::max<int64_t>(kMinSpinUs, spin_us_ / 2);
+      }
+      // Hand what is left to the progress thread, and the poller role to other waiters.
+      if (running_.load(std::memory_order_relaxed) > 0) thread_cv_.notify_one();
+      if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
+    } else {
+      if (thread_polls_) {
+        // The progress thread is polling: take over, a waiter polls with less latency.
+        want_poll_.store(true, std::memory_order_relaxed);
+        if (thread_blocked_.load(std::memory_order_relaxed)) waker_.wake();
+      }
+      ++sleeping_waiters_;
+      waiters_cv_.wait_until(lock, std::min(until, Clock::now() + kDeadlineCheck * 10));
+      --sleeping_waiters_;
+    }
+    if (Clock::now() >= until) break;
+  }
+}
+
+void UcxGroup::poll_for_test() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || poller_active_ || shut_down_) return;
+  poll_once();
+}
+
+// ---- The progress thread ------------------------------------------------------------------
+
+void UcxGroup::progress_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto period = std::chrono::duration_cast<std::chrono::milliseconds>(kActivePeriod);
+  while (!stopping_) {
+    thread_idle_ = period > kActivePeriod;
+    thread_cv_.wait_for(lock, period);
+    if (stopping_) break;
+    const auto now = Clock::now();
+    period = now - last_activity_ < kIdleAfter
+                 ? std::chrono::duration_cast<std::chrono::milliseconds>(kActivePeriod)
+                 : std::min(period * 2,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(kIdlePeriod));
+    if (poller_active_) continue;
+    if (running_.load(std::memory_order_relaxed) == 0) {
+      poll_once();  // UCX's own housekeeping: wireup replies, keepalive, goodbyes
+      check_local_peers(0);
+      continue;
+    }
+    // Operations nobody waits on: poll them to completion, blocking on the event fd
+    // between events, until a waiter asks for the poller role.
+    poller_active_ = true;
+    thread_polls_ = true;
+    poll_until(lock, nullptr, Clock::time_point::max(), false);
+    thread_polls_ = false;
+    poller_active_ = false;
+    want_poll_.store(false, std::memory_order_relaxed);
+    if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
+    period = std::chrono::duration_cast<std::chrono::milliseconds>(kActivePeriod);
+  }
+}
+
+}  // namespace procgroup::ucx_backend

@@ -1,0 +1,210 @@
+// RAII owners for UCX objects and the blocking wait (see ucx_resources.h).
+#include "ucx_resources.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace procgroup::ucx_backend {
+namespace {
+
+Status ucx_error(const char* what, ucs_status_t status) {
+  return Status::error(status_of(status),
+                       std::string("ucx: ") + what + ": " + ucs_status_string(status));
+}
+
+Status sys_error(const char* what) {
+  return Status::error(PG_ERR_BACKEND, std::string("ucx: ") + what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+pg_status_t status_of(ucs_status_t status) {
+  switch (status) {
+    case UCS_OK: return PG_OK;
+    case UCS_ERR_NO_MEMORY: return PG_ERR_OUT_OF_MEMORY;
+    case UCS_ERR_TIMED_OUT: return PG_ERR_TIMEOUT;
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_IO_ERROR: return PG_ERR_PEER_LOST;
+    default: return PG_ERR_BACKEND;
+  }
+}
+
+// ---- Context ---------------------------------------------------------------------------
+
+UcpContext::~UcpContext() {
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+UcpContext::UcpContext(UcpContext&& other) noexcept
+    : context_(std::exchange(other.context_, nullptr)) {}
+UcpContext& UcpContext::operator=(UcpContext&& other) noexcept {
+  std::swap(context_, other.context_);
+  return *this;
+}
+
+Status UcpContext::create(int expected_eps, int local_ranks, size_t request_size,
+                          void (*request_init)(void*), const char* transports, UcpContext* out) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // UCX_* from the environment
+  if (st != UCS_OK) return ucx_error("reading the UCX configuration", st);
+  if (transports != nullptr && (st = ucp_config_modify(config, "TLS", transports)) != UCS_OK) {
+    ucp_config_release(config);
+    return ucx_error("selecting transports", st);
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
+                      UCP_PARAM_FIELD_REQUEST_INIT | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_PPN | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.request_size = request_size;
+  params.request_init = request_init;
+  params.estimated_num_eps = static_cast<size_t>(expected_eps);
+  params.estimated_num_ppn = static_cast<size_t>(local_ranks > 0 ? local_ranks : 1);
+  params.name = "procgroup";
+  ucp_context_h context = nullptr;
+  st = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (st != UCS_OK) return ucx_error("ucp_init", st);
+  *out = UcpContext();
+  out->context_ = context;
+  return {};
+}
+
+// ---- Worker ----------------------------------------------------------------------------
+
+UcpWorker::~UcpWorker() { reset(); }
+UcpWorker::UcpWorker(UcpWorker&& other) noexcept : worker_(std::exchange(other.worker_, nullptr)) {}
+UcpWorker& UcpWorker::operator=(UcpWorker&& other) noexcept {
+  std::swap(worker_, other.worker_);
+  return *this;
+}
+
+void UcpWorker::reset() {
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+}
+
+Status UcpWorker::create(const UcpContext& context, UcpWorker* out) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  ucp_worker_h worker = nullptr;
+  const ucs_status_t st = ucp_worker_create(context.get(), &params, &worker);
+  if (st != UCS_OK) return ucx_error("ucp_worker_create", st);
+  out->reset();
+  out->worker_ = worker;
+  return {};
+}
+
+std::string UcpWorker::address() const {
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  if (ucp_worker_get_address(worker_, &address, &length) != UCS_OK) return {};
+  std::string bytes(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(worker_, address);
+  return bytes;
+}
+
+int UcpWorker::event_fd() const {
+  int fd = -1;
+  return ucp_worker_get_efd(worker_, &fd) == UCS_OK ? fd : -1;
+}
+
+// ---- Waker -----------------------------------------------------------------------------
+
+Waker::~Waker() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+Status Waker::create(int worker_fd) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return sys_error("epoll_create1");
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return sys_error("eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = static_cast<uint32_t>(wake_fd_);
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return sys_error("epoll_ctl");
+  if (worker_fd >= 0) {
+    ev.data.u64 = static_cast<uint32_t>(worker_fd);
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_fd, &ev) != 0) return sys_error("epoll_ctl");
+  }
+  return {};
+}
+
+// Tags live in the upper half of epoll's data word, fds of our own in the lower.
+constexpr uint64_t kTagged = uint64_t{1} << 63;
+
+bool Waker::watch(int fd, int tag) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTagged | static_cast<uint32_t>(tag);
+  return ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void Waker::unwatch(int fd) { ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
+
+void Waker::wait(int64_t timeout_us, std::vector<int>* ready) {
+  epoll_event events[8];
+  // epoll_pwait2 sleeps with microsecond precision (Linux 5.11); epoll_wait rounds up to ms.
+  const timespec ts{static_cast<time_t>(timeout_us / 1000000),
+                    static_cast<long>(timeout_us % 1000000) * 1000};
+  int n = ::epoll_pwait2(epoll_fd_, events, 8, &ts, nullptr);
+  if (n < 0 && errno == ENOSYS) {
+    n = ::epoll_wait(epoll_fd_, events, 8, static_cast<int>((timeout_us + 999) / 1000));
+  }
+  for (int i = 0; i < n; ++i) {
+    const uint64_t data = events[i].data.u64;
+    if ((data & kTagged) != 0) {
+      ready->push_back(static_cast<int>(static_cast<uint32_t>(data)));
+    } else if (static_cast<int>(data) == wake_fd_) {
+      uint64_t value = 0;
+      [[maybe_unused]] ssize_t r = ::read(wake_fd_, &value, sizeof(value));
+    }
+  }
+}
+
+ProcessHandle::~ProcessHandle() { reset(); }
+ProcessHandle::ProcessHandle(ProcessHandle&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+ProcessHandle& ProcessHandle::operator=(ProcessHandle&& other) noexcept {
+  std::swap(fd_, other.fd_);
+  return *this;
+}
+
+void ProcessHandle::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool ProcessHandle::open(int pid, bool* gone) {
+  reset();
+  *gone = false;
+#if defined(SYS_pidfd_open)
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) {
+    fd_ = static_cast<int>(fd);
+    return true;
+  }
+  *gone = errno == ESRCH;
+#else
+  (void)pid;
+#endif
+  return false;
+}
+
+void Waker::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof(one));
+}
+
+}  // namespace procgroup::ucx_backend

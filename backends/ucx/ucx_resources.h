@@ -1,0 +1,104 @@
+// ucx_resources.h — RAII owners for the UCX objects of one group, and the blocking wait.
+//
+//   UcpContext ctx;  Status st = UcpContext::create(size, local, sizeof(Slot), init, nullptr,
+//   &ctx); UcpWorker worker; st = UcpWorker::create(ctx, &worker); std::string addr =
+//   worker.address();            // what the peers need to connect Waker waker;     st =
+//   Waker::create(worker.event_fd(), &waker); waker.wait(10);                                 //
+//   until UCX or wake() signals, 10 ms max
+//
+// The context reads the user's UCX environment (UCX_TLS, UCX_NET_DEVICES, ...) untouched,
+// so shared memory is used within a node and TCP or RDMA across nodes as UCX decides.
+#ifndef PROCGROUP_BACKENDS_UCX_UCX_RESOURCES_H_
+#define PROCGROUP_BACKENDS_UCX_UCX_RESOURCES_H_
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ucx_status.h"
+
+namespace procgroup::ucx_backend {
+
+// PG_ERR_PEER_LOST for UCX's connection errors, PG_ERR_TIMEOUT for its timeouts,
+// PG_ERR_OUT_OF_MEMORY, else PG_ERR_BACKEND.
+pg_status_t status_of(ucs_status_t status);
+
+class UcpContext {
+ public:
+  UcpContext() = default;
+  ~UcpContext();
+  UcpContext(UcpContext&& other) noexcept;
+  UcpContext& operator=(UcpContext&& other) noexcept;
+  // Tag matching and wakeup; request_size bytes of every request are the backend's, set up
+  // by request_init when UCX allocates the request. transports, when not null, replaces
+  // UCX_TLS (the caller decides when that is right).
+  static Status create(int expected_eps, int local_ranks, size_t request_size,
+                       void (*request_init)(void*), const char* transports, UcpContext* out);
+  ucp_context_h get() const { return context_; }
+
+ private:
+  ucp_context_h context_ = nullptr;
+};
+
+class UcpWorker {
+ public:
+  UcpWorker() = default;
+  ~UcpWorker();
+  UcpWorker(UcpWorker&& other) noexcept;
+  UcpWorker& operator=(UcpWorker&& other) noexcept;
+  // Serialized mode: the group's mutex orders every call.
+  static Status create(const UcpContext& context, UcpWorker* out);
+  ucp_worker_h get() const { return worker_; }
+  // The worker's address as bytes; empty on failure.
+  std::string address() const;
+  // The fd that becomes readable when the armed worker has events; -1 on failure.
+  int event_fd() const;
+  void reset();
+
+ private:
+  ucp_worker_h worker_ = nullptr;
+};
+
+// An epoll set of the worker's event fd, an eventfd other threads write to wake the thread
+// blocked in wait(), and any other fds the group watches (peers' pidfds), each with a tag.
+class Waker {
+ public:
+  Waker() = default;
+  ~Waker();
+  Waker(const Waker&) = delete;
+  Waker& operator=(const Waker&) = delete;
+  Status create(int worker_fd);
+  // Watches fd for readability; wait() reports it by tag (>= 0). The caller owns fd.
+  bool watch(int fd, int tag);
+  void unwatch(int fd);
+  // Blocks until an event or wake(), at most timeout_us (0: just look). Consumes a pending
+  // wake(); appends the tags of ready watched fds to *ready.
+  void wait(int64_t timeout_us, std::vector<int>* ready);
+  void wake();
+
+ private:
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+};
+
+// A pidfd: readable once the process has exited (Linux 5.3+). Closed on destruction.
+class ProcessHandle {
+ public:
+  ProcessHandle() = default;
+  ~ProcessHandle();
+  ProcessHandle(ProcessHandle&& other) noexcept;
+  ProcessHandle& operator=(ProcessHandle&& other) noexcept;
+  // False if the process is already gone (*gone) or pidfds are unavailable.
+  bool open(int pid, bool* gone);
+  int fd() const { return fd_; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace procgroup::ucx_backend
+
+#endif  // PROCGROUP_BACKENDS_UCX_UCX_RESOURCES_H_

@@ -1,0 +1,220 @@
+// Rooted collectives: broadcast and reduce (binomial trees for small messages, pipelined
+// chains for large ones), gather and scatter (see ucx_algorithms.h).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ucx_algorithms.h"
+#include "ucx_group.h"
+#include "ucx_io.h"
+#include "ucx_op.h"
+
+namespace procgroup::ucx_backend {
+namespace {
+
+// Ranks relative to the root: virtual rank v is real rank (v + root) % p.
+int virtual_rank(const Op& op) { return (op.rank - op.desc.root + op.size) % op.size; }
+int real_rank(const Op& op, int v) { return (v + op.desc.root) % op.size; }
+
+int bit_index(int mask) {
+  int i = 0;
+  while ((1 << i) != mask) ++i;
+  return i;
+}
+
+// W receives in flight, each in its own Io so they complete (and are handled) in order.
+struct Window {
+  explicit Window(Op& op) : size(op.group->tuning().window) {
+    for (int k = 0; k < size; ++k) slots.push_back(std::make_unique<Io>(op));
+  }
+  Io& operator[](uint64_t i) { return *slots[i % size]; }
+  int size;
+  std::vector<std::unique_ptr<Io>> slots;
+};
+
+// Sends bytes to peer in chunks, at most `window` of them in flight (step 0), so the head
+// of a chain never floods the next rank's shared-memory FIFO with requests.
+Task send_windowed(Op& op, int peer, const std::byte* data, size_t chunk_bytes, size_t bytes) {
+  Window w(op);
+  const uint64_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    Io& slot = w[c];
+    UCX_CO_TRY(co_await slot);  // the send window[c] held before is done
+    slot.send(peer, data + c * chunk_bytes, std::min(chunk_bytes, bytes - c * chunk_bytes), 0);
+  }
+  for (int k = 0; k < w.size; ++k) {
+    Io& slot = *w.slots[k];
+    UCX_CO_TRY(co_await slot);
+  }
+  co_return Status{};
+}
+
+}  // namespace
+
+// ---- Broadcast ---------------------------------------------------------------------------
+
+Task broadcast_binomial(Op& op) {
+  const int p = op.size, v = virtual_rank(op);
+  const size_t bytes = op.plan.bytes();
+  const bool root = v == 0;
+  std::byte* out = op.plan.out;
+  // The root sends from its input; it copies into its output meanwhile.
+  const std::byte* data = root ? op.plan.in : out;
+  int mask = 1;
+  for (; mask < p; mask <<= 1) {
+    if ((v & mask) != 0) {
+      Io io(op);
+      io.recv(real_rank(op, v - mask), out, bytes, bit_index(mask));
+      UCX_CO_TRY(co_await io);
+      break;
+    }
+  }
+  Io sends(op);
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (v + mask < p) sends.send(real_rank(op, v + mask), data, bytes, bit_index(mask));
+  }
+  if (root && !op.plan.in_place) std::memcpy(out, op.plan.in, bytes);
+  UCX_CO_TRY(co_await sends);
+  co_return Status{};
+}
+
+Task broadcast_chain(Op& op) {
+  const int p = op.size, v = virtual_rank(op);
+  const size_t es = op.es();
+  const uint64_t chunk = std::max<uint64_t>(1, op.group->tuning().chunk_bytes / es);
+  const uint64_t n = op.plan.n, chunks = (n + chunk - 1) / chunk;
+  auto len = [&](uint64_t c) { return std::min(chunk, n - c * chunk) * es; };
+  const int next = v + 1 < p ? real_rank(op, v + 1) : -1;
+  std::byte* out = op.plan.out;
+  Io sends(op);
+  if (v == 0) {
+    if (!op.plan.in_place) std::memcpy(out, op.plan.in, n * es);
+    UCX_CO_TRY(co_await send_windowed(op, next, op.plan.in, chunk * es, n * es));
+    co_return Status{};
+  }
+  const int prev = real_rank(op, v - 1);
+  Window w(op);
+  for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) {
+    w[c].recv(prev, out + c * chunk * es, len(c), 0);
+  }
+  for (uint64_t c = 0; c < chunks; ++c) {
+    Io& slot = w[c];  // a named lvalue: GCC 12 would copy the awaiter otherwise
+    UCX_CO_TRY(co_await slot);
+    if (c + w.size < chunks) w[c].recv(prev, out + (c + w.size) * chunk * es, len(c + w.size), 0);
+    if (next >= 0) sends.send(next, out + c * chunk * es, len(c), 0);
+  }
+  UCX_CO_TRY(co_await sends);
+  co_return Status{};
+}
+
+// ---- Reduce ------------------------------------------------------------------------------
+
+Task reduce_binomial(Op& op) {
+  const int p = op.size, v = virtual_rank(op);
+  const size_t bytes = op.plan.bytes();
+  const uint64_t n = op.plan.n;
+  // acc starts as our input and becomes a buffer of ours at the first reduction (the
+  // root's output, scratch elsewhere), so a leaf sends its input untouched.
+  const std::byte* acc = op.plan.in;
+  std::byte* own = v == 0 ? op.plan.out : nullptr;
+  std::byte* tmp = nullptr;
+  for (int mask = 1; mask < p; mask <<= 1) {
+    Io io(op);
+    if ((v & mask) != 0) {
+      io.send(real_rank(op, v - mask), acc, bytes, bit_index(mask));
+      UCX_CO_TRY(co_await io);
+      co_return Status{};
+    }
+    if (v + mask >= p) continue;
+    if (tmp == nullptr) tmp = op.scratch(bytes);
+    if (own == nullptr) own = op.scratch(bytes);
+    io.recv(real_rank(op, v + mask), tmp, bytes, bit_index(mask));
+    UCX_CO_TRY(co_await io);
+    op.combine(own, acc, tmp, n);
+    acc = own;
+  }
+  if (acc != op.plan.out) std::memcpy(op.plan.out, acc, bytes);
+  op.finish_avg(op.plan.out, n);
+  co_return Status{};
+}
+
+Task reduce_chain(Op& op) {
+  // Partial results flow from virtual rank p-1 down to the root, chunk by chunk.
+  const int p = op.size, v = virtual_rank(op);
+  const size_t es = op.es();
+  const uint64_t chunk = std::max<uint64_t>(1, op.group->tuning().chunk_bytes / es);
+  const uint64_t n = op.plan.n, chunks = (n + chunk - 1) / chunk;
+  auto count = [&](uint64_t c) { return std::min(chunk, n - c * chunk); };
+  const int down = v > 0 ? real_rank(op, v - 1) : -1;
+  const std::byte* in = op.plan.in;
+  if (v == p - 1) {
+    UCX_CO_TRY(co_await send_windowed(op, down, in, chunk * es, n * es));
+    co_return Status{};
+  }
+  Io sends(op);
+  const int up = real_rank(op, v + 1);
+  std::byte* acc = v == 0 ? op.plan.out : op.scratch(n * es);
+  Window w(op);
+  // Chunks are combined as UCX unpacks them (fused), or land in tmp first.
+  const bool fused = op.group->tuning().fused_recv;
+  std::vector<ReduceInto> targets(w.size);
+  std::byte* tmp = fused ? nullptr : op.scratch(static_cast<size_t>(w.size) * chunk * es);
+  auto slot = [&](uint64_t c) { return tmp + (c % w.size) * chunk * es; };
+  auto post = [&](uint64_t c) {
+    if (!fused) return w[c].recv(up, slot(c), count(c) * es, 0);
+    ReduceInto& t = targets[c % w.size];
+    t = ReduceInto{acc + c * chunk * es, in + c * chunk * es, es, op.dtype(),
+                   op.reduce_op(),       count(c) * es,       {}};
+    w[c].recv_reduce(up, &t, 0);
+  };
+  for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) post(c);
+  for (uint64_t c = 0; c < chunks; ++c) {
+    Io& arrived = w[c];
+    UCX_CO_TRY(co_await arrived);
+    std::byte* into = acc + c * chunk * es;
+    if (!fused) op.combine(into, in + c * chunk * es, slot(c), count(c));
+    if (c + w.size < chunks) post(c + w.size);
+    if (v == 0) {
+      op.finish_avg(into, count(c));
+    } else {
+      sends.send(down, into, count(c) * es, 0);
+    }
+  }
+  UCX_CO_TRY(co_await sends);
+  co_return Status{};
+}
+
+// ---- Gather and scatter: every message posted at once -------------------------------------
+
+Task gather_linear(Op& op) {
+  const size_t bytes = op.plan.bytes();
+  Io io(op);
+  if (op.rank != op.desc.root) {
+    io.send(op.desc.root, op.plan.in, bytes, 0);
+  } else {
+    for (int i = 0; i < op.size; ++i) {
+      if (i != op.rank) io.recv(i, op.plan.out + i * bytes, bytes, 0);
+    }
+    if (!op.plan.in_place) std::memcpy(op.plan.out + op.rank * bytes, op.plan.in, bytes);
+  }
+  UCX_CO_TRY(co_await io);
+  co_return Status{};
+}
+
+Task scatter_linear(Op& op) {
+  const size_t bytes = op.plan.bytes();
+  Io io(op);
+  if (op.rank != op.desc.root) {
+    io.recv(op.desc.root, op.plan.out, bytes, 0);
+  } else {
+    for (int i = 0; i < op.size; ++i) {
+      if (i != op.rank) io.send(i, op.plan.in + i * bytes, bytes, 0);
+    }
+    if (!op.plan.in_place) std::memcpy(op.plan.out, op.plan.in + op.rank * bytes, bytes);
+  }
+  UCX_CO_TRY(co_await io);
+  co_return Status{};
+}
+
+}  // namespace procgroup::ucx_backend

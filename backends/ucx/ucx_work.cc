@@ -1,0 +1,48 @@
+// Works of the ucx backend (see ucx_work.h).
+#include "ucx_work.h"
+
+#include <algorithm>
+
+#include "ucx_group.h"
+
+namespace procgroup::ucx_backend {
+namespace {
+
+// A wait without its own timeout ends by the work's deadline (the group fails every work
+// then); the grace covers the breaking of the group.
+constexpr auto kWaitGrace = std::chrono::seconds(5);
+// Longer waits mean "forever": clamped so time points cannot overflow.
+constexpr int64_t kMaxWaitMs = int64_t{7} * 24 * 3600 * 1000;
+
+}  // namespace
+
+bool Work::complete(pg_status_t status, std::string message) {
+  if (done()) return false;
+  status_ = status;
+  message_ = std::move(message);
+  done_.store(true, std::memory_order_release);
+  return true;
+}
+
+pg_status_t Work::result(std::string* message) const {
+  if (message != nullptr && status_ != PG_OK) *message = message_;
+  return status_;
+}
+
+pg_status_t Work::test(std::string* message) {
+  if (!done()) group_->poll_for_test();
+  return done() ? result(message) : PG_PENDING;
+}
+
+pg_status_t Work::wait(int64_t timeout_ms, std::string* message) {
+  if (!done()) {
+    const auto now = Clock::now();
+    const auto until = timeout_ms < 0
+                           ? std::max(deadline_, now) + kWaitGrace
+                           : now + std::chrono::milliseconds(std::min(timeout_ms, kMaxWaitMs));
+    group_->wait_for(*this, until);
+  }
+  return done() ? result(message) : PG_PENDING;
+}
+
+}  // namespace procgroup::ucx_backend

@@ -1,0 +1,165 @@
+// Failures of the ucx plugin: a killed peer, a peer that never calls, group_abort from
+// another thread, operations after a failure, destroying a group with work pending. Each
+// must end every wait with the right status and a message naming operation, seq and rank,
+// well within the group timeout (20 s here; the bounds below are a fraction of it).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ucx_test_support.h"
+#include "ucx_values.h"
+
+namespace procgroup::ucx_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A small (recursive doubling) and a large (pipelined ring) allreduce; over shared memory
+// the peer's pidfd reports the death, over TCP UCX's own error handling does.
+class KilledPeer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KilledPeer, FailsTheOthersWithPeerLost) {
+  for (const uint64_t n : {uint64_t{16}, uint64_t{1} << 20}) {
+    WorldOptions options;
+    options.killed = {2};
+    const std::string param = GetParam();
+    if (param == "lazy") {
+      options.env = {{"PROCGROUP_UCX_CONNECT_ALL_MAX", "0"}};  // pidfds opened on first use
+    } else if (!param.empty()) {
+      options.env = {{"UCX_TLS", param}};
+    }
+    run_world(3, options, [n](RankEnv& env) {
+      std::vector<float> data(n, 1.0f);
+      pg_buffer_t b = cpu(data.data(), n, PG_DTYPE_F32);
+      env.expect_status(env.run(make_op(PG_OP_BARRIER, absent(), absent())), PG_OK, "barrier");
+      if (env.rank == 2) {
+        usleep(100 * 1000);
+        kill(getpid(), SIGKILL);
+      }
+      const auto t0 = Clock::now();
+      std::string error;
+      const pg_status_t st = env.run(make_op(PG_OP_ALLREDUCE, b, b), &error);
+      env.expect_status(st, PG_ERR_PEER_LOST, "allreduce with a dead peer");
+      env.expect(contains(error, "allreduce #2") && contains(error, "rank 2"),
+                 "the message names the op, its seq and the dead rank: " + error);
+      env.expect(seconds_since(t0) < 5, "noticed in " + std::to_string(seconds_since(t0)) + " s");
+      // The group is broken: later operations fail at once, quoting the first failure.
+      Work later = env.start(make_op(PG_OP_ALLREDUCE, b, b));
+      env.expect_status(later.submit_status(), PG_ERR_ABORTED, "an allreduce after the failure");
+      env.expect(contains(later.error(), "rank 2"), "quotes the cause: " + later.error());
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(UcxFailure, KilledPeer, ::testing::Values("", "lazy", "tcp,self"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           const std::string v = p.param;
+                           return std::string(v.empty()     ? "SharedMemory"
+                                              : v == "lazy" ? "SharedMemoryLazy"
+                                                            : "Tcp");
+                         });
+
+TEST(UcxFailure, SilentPeerTimesOutNamingIt) {
+  WorldOptions options;
+  options.timeout_ms = 1500;
+  run_world(2, options, [](RankEnv& env) {
+    int32_t x = 1;
+    pg_buffer_t b = cpu(&x, 1, PG_DTYPE_I32);
+    if (env.rank == 1) {
+      usleep(4000 * 1000);  // alive, but joins the allreduce only after the timeout
+      Work late = env.start(make_op(PG_OP_ALLREDUCE, b, b));
+      env.expect(late.wait() != PG_OK, "the late rank's allreduce fails too");
+      return;
+    }
+    const auto t0 = Clock::now();
+    std::string error;
+    const pg_status_t st = env.run(make_op(PG_OP_ALLREDUCE, b, b), &error);
+    env.expect_status(st, PG_ERR_TIMEOUT, "allreduce with a silent peer");
+    env.expect(contains(error, "allreduce #1 timed out after 1500 ms waiting for rank 1"),
+               "message: " + error);
+    const double took = seconds_since(t0);
+    env.expect(took > 1.4 && took < 6, "ended after " + std::to_string(took) + " s");
+  });
+}
+
+TEST(UcxFailure, AbortFromAnotherThreadEndsWaitsHereAndThere) {
+  run_world(2, {}, [](RankEnv& env) {
+    int32_t x = 0;
+    pg_buffer_t b = cpu(&x, 1, PG_DTYPE_I32);
+    OpArgs a;
+    a.peer = 1 - env.rank;
+    // Each rank waits for a message the other never sends.
+    Work w = env.start(make_op(PG_OP_RECV, absent(), b, a));
+    const auto t0 = Clock::now();
+    std::thread aborter;
+    if (env.rank == 0) {
+      aborter = std::thread([&] {
+        usleep(300 * 1000);
+        env.expect_status(env.ops->group_abort(env.group), PG_OK, "group_abort");
+      });
+    }
+    const pg_status_t st = w.wait();
+    const double took = seconds_since(t0);
+    if (aborter.joinable()) aborter.join();
+    env.expect_status(st, PG_ERR_ABORTED, "the pending recv");
+    env.expect(contains(w.error(), "recv #1"), "message: " + w.error());
+    if (env.rank == 0) {
+      env.expect(contains(w.error(), "group_abort"), "message: " + w.error());
+    } else {
+      env.expect(contains(w.error(), "rank 0"), "names the aborting rank: " + w.error());
+    }
+    env.expect(took < 3, "ended after " + std::to_string(took) + " s, not at the timeout");
+  });
+}
+
+TEST(UcxFailure, DestroyWithPendingWorkFailsIt) {
+  run_world(2, {}, [](RankEnv& env) {
+    int32_t x = 0;
+    pg_buffer_t b = cpu(&x, 1, PG_DTYPE_I32);
+    OpArgs a;
+    a.peer = 1 - env.rank;
+    a.tag = 99;
+    Work w = env.start(make_op(PG_OP_RECV, absent(), b, a));
+    env.expect_status(w.test(), PG_PENDING, "nothing was sent yet");
+    const auto t0 = Clock::now();
+    env.expect_status(env.ops->group_destroy(env.group), PG_OK, "group_destroy");
+    env.group = nullptr;
+    env.expect(seconds_since(t0) < 3, "destroy took " + std::to_string(seconds_since(t0)) + " s");
+    // The handle outlives the group and reports how its work ended.
+    env.expect_status(w.test(), PG_ERR_ABORTED, "the pending recv after destroy");
+    env.expect(contains(w.error(), "destroyed"), "message: " + w.error());
+  });
+}
+
+TEST(UcxFailure, PerOperationTimeout) {
+  run_world(2, {}, [](RankEnv& env) {
+    int32_t x = 0;
+    pg_buffer_t b = cpu(&x, 1, PG_DTYPE_I32);
+    OpArgs a;
+    a.peer = 1 - env.rank;
+    a.timeout_ms = 300;
+    const auto t0 = Clock::now();
+    std::string error;
+    const pg_status_t st = env.run(make_op(PG_OP_RECV, absent(), b, a), &error);
+    env.expect(st == PG_ERR_TIMEOUT || st == PG_ERR_ABORTED, std::string(status_name(st)));
+    env.expect(contains(error, "recv #1"), "message: " + error);
+    const double took = seconds_since(t0);
+    env.expect(took > 0.25 && took < 2.5, "ended after " + std::to_string(took) + " s");
+  });
+}
+
+}  // namespace
+}  // namespace procgroup::ucx_test

@@ -1,0 +1,253 @@
+// The ucx plugin's interface: negotiation and declared capabilities, argument errors and
+// their messages, the user's UCX environment (UCX_TLS) honoured; and, without any
+// communication, its tag layout and reduction kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ucx_cases.h"
+#include "ucx_recv_reduce.h"
+#include "ucx_reduce.h"
+#include "ucx_tags.h"
+#include "ucx_test_support.h"
+#include "ucx_values.h"
+
+namespace procgroup::ucx_test {
+namespace {
+
+TEST(UcxInterface, NegotiatesVersionOneWithEverythingNative) {
+  Plugin plugin;
+  ASSERT_EQ(plugin.status(), PG_OK) << plugin.error();
+  const pg_backend_negotiate_out_t& info = plugin.info();
+  EXPECT_EQ(info.version, 1u);
+  EXPECT_STREQ(info.name, "ucx");
+  EXPECT_NE(std::string(info.description).find("UCX 1."), std::string::npos) << info.description;
+  EXPECT_EQ(info.native_ops, (1u << PG_OP_COUNT_) - 1);
+  for (pg_dtype_t d : all_dtypes()) EXPECT_TRUE(info.native_dtypes & (1u << d)) << d;
+  for (pg_reduce_op_t op : all_reduce_ops()) EXPECT_TRUE(info.native_reduce_ops & (1u << op));
+  EXPECT_EQ(info.devices, 1u << PG_DEVICE_CPU);
+  EXPECT_GE(info.ops->struct_size, PG_BACKEND_OPS_V1_SIZE);
+}
+
+TEST(UcxInterface, RefusesOtherInterfaceVersions) {
+  Plugin plugin(2, 3);
+  EXPECT_EQ(plugin.status(), PG_ERR_ABI_MISMATCH);
+  EXPECT_NE(plugin.error().find("2..3"), std::string::npos) << plugin.error();
+}
+
+TEST(UcxInterface, BadArgumentsAreRejectedWithMessages) {
+  run_world(2, {}, [](RankEnv& env) {
+    float x[4] = {}, y[4] = {};
+    auto expect_error = [&](pg_backend_op_t o, pg_status_t want, const std::string& part) {
+      Work w = env.start(o);
+      env.expect_status(w.submit_status(), want, part);
+      env.expect(w.error().find(part) != std::string::npos, "message: " + w.error());
+    };
+    OpArgs a;
+    a.root = 2;
+    expect_error(make_op(PG_OP_BROADCAST, cpu(x, 4, PG_DTYPE_F32), cpu(x, 4, PG_DTYPE_F32), a),
+                 PG_ERR_INVALID_ARGUMENT, "root 2 is outside the group of 2");
+    a = OpArgs{};
+    a.peer = 5;
+    expect_error(make_op(PG_OP_SEND, cpu(x, 4, PG_DTYPE_F32), absent(), a), PG_ERR_INVALID_ARGUMENT,
+                 "peer 5");
+    expect_error(make_op(PG_OP_ALLGATHER, cpu(x, 1, PG_DTYPE_F32), cpu(x + 1, 3, PG_DTYPE_F32)),
+                 PG_ERR_INVALID_ARGUMENT, "not a multiple of the group size 2");
+    expect_error(make_op(PG_OP_ALLREDUCE, cpu(x, 4, PG_DTYPE_F32), cpu(y, 4, PG_DTYPE_I32)),
+                 PG_ERR_INVALID_ARGUMENT, "disagree on dtype");
+    expect_error(make_op(PG_OP_ALLREDUCE, cpu(x, 3, PG_DTYPE_F32), cpu(x + 1, 3, PG_DTYPE_F32)),
+                 PG_ERR_INVALID_ARGUMENT, "overlaps");
+    pg_buffer_t gpu = cpu(x, 4, PG_DTYPE_F32);
+    gpu.device_type = PG_DEVICE_CUDA;
+    expect_error(make_op(PG_OP_ALLREDUCE, gpu, gpu), PG_ERR_UNSUPPORTED, "CPU buffers only");
+    // None of that broke the group.
+    Pending p = start_case(env, Case{PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, 9});
+    env.expect(finish_case(env, p).empty(), "an allreduce after the rejected ones");
+  });
+}
+
+// The user's UCX environment decides the transports: TCP only, or shared memory without the
+// transports that report peer failures (the plugin then relies on its timeouts, and says so).
+TEST(UcxInterface, HonoursUcxTls) {
+  for (const char* tls : {"tcp", "posix,cma,self"}) {
+    WorldOptions options;
+    options.env = {{"UCX_TLS", tls}};
+    run_world(2, options, [](RankEnv& env) {
+      for (uint64_t n : {uint64_t{3}, uint64_t{1} << 20}) {
+        Pending p = start_case(env, Case{PG_OP_ALLREDUCE, PG_DTYPE_F64, PG_REDUCE_MAX, n});
+        const std::string bad = finish_case(env, p);
+        env.expect(bad.empty(), bad);
+      }
+    });
+  }
+}
+
+// ---- No communication -------------------------------------------------------------------
+
+TEST(UcxTags, FieldsDoNotOverlap) {
+  using namespace ucx_backend::tags;
+  EXPECT_EQ(source_of(collective(4194303, ~uint64_t{0}, ~uint64_t{0})), 4194303);
+  EXPECT_EQ(collective(3, 1, 2) >> 62, kKindCollective);
+  EXPECT_EQ(p2p(3, ~uint64_t{0}) >> 62, kKindP2p);
+  EXPECT_EQ(control(7) & kKindMask, kKindControl << 62);
+  EXPECT_NE(collective(1, 5, 7), collective(2, 5, 7));
+  EXPECT_NE(collective(1, 5, 7), collective(1, 6, 7));
+  EXPECT_NE(p2p(1, 7), p2p(2, 7));
+}
+
+TEST(UcxTags, FoldKeepsUserAndCoreTagsApart) {
+  using ucx_backend::tags::fold_p2p;
+  // User tags (< 2^30 through procgroup.h, < 2^39 in general) map to themselves.
+  for (uint64_t t : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 30) - 1, (uint64_t{1} << 39) - 1}) {
+    EXPECT_EQ(fold_p2p(t), t);
+  }
+  // The core's tags (2^62 + seq * 2^16 + step) stay distinct for 2^23 sequence numbers and
+  // never meet a user tag.
+  std::set<uint64_t> seen;
+  for (uint64_t seq = 1; seq < 70000; seq += 997) {
+    for (uint64_t step = 0; step < 65536; step += 4099) {
+      const uint64_t folded = fold_p2p((uint64_t{1} << 62) + seq * 65536 + step);
+      EXPECT_GE(folded, uint64_t{1} << 39);
+      EXPECT_TRUE(seen.insert(folded).second) << seq << " " << step;
+    }
+  }
+}
+
+template <class T>
+std::vector<T> apply_kernel(const std::vector<T>& a, const std::vector<T>& b, pg_dtype_t d,
+                            pg_reduce_op_t op) {
+  std::vector<T> out(a.size());
+  ucx_backend::reduce(out.data(), a.data(), b.data(), a.size(), d, op);
+  return out;
+}
+
+TEST(UcxKernels, IntegersWrapAndFloatsKeepNaN) {
+  const std::vector<int8_t> a = {127, -128, 5, 3}, b = {1, -1, -7, 4};
+  const std::vector<int8_t> sum = apply_kernel(a, b, PG_DTYPE_I8, PG_REDUCE_SUM);
+  EXPECT_EQ(sum, (std::vector<int8_t>{-128, 127, -2, 7}));
+  const std::vector<uint8_t> ua = {200, 3}, ub = {2, 100};
+  EXPECT_EQ(apply_kernel(ua, ub, PG_DTYPE_U8, PG_REDUCE_PROD), (std::vector<uint8_t>{144, 44}));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> fa = {1, nan, 3}, fb = {nan, 2, -1};
+  for (pg_reduce_op_t op : {PG_REDUCE_MIN, PG_REDUCE_MAX}) {
+    const std::vector<float> r = apply_kernel(fa, fb, PG_DTYPE_F32, op);
+    EXPECT_TRUE(std::isnan(r[0]) && std::isnan(r[1])) << reduce_label(op);
+    EXPECT_EQ(r[2], op == PG_REDUCE_MIN ? -1.0f : 3.0f);
+  }
+}
+
+// f16 takes a different path (F16C) than the other dtypes where the CPU has it: the same
+// semantics, NaN included, in the vector body and in the tail.
+TEST(UcxKernels, HalfMinMaxKeepNaNInBodyAndTail) {
+  constexpr uint16_t kOne = 0x3c00, kThree = 0x4200, kMinusOne = 0xbc00, kNaN = 0x7e00;
+  std::vector<uint16_t> a(19), b(19);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = i % 3 == 0 ? kNaN : kOne;
+    b[i] = i % 3 == 1 ? kNaN : (i % 2 ? kThree : kMinusOne);
+  }
+  for (pg_reduce_op_t op : {PG_REDUCE_MIN, PG_REDUCE_MAX, PG_REDUCE_SUM}) {
+    const std::vector<uint16_t> r = apply_kernel(a, b, PG_DTYPE_F16, op);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float x = ucx_backend::half_to_float(a[i]), y = ucx_backend::half_to_float(b[i]);
+      const float got = ucx_backend::half_to_float(r[i]);
+      if (std::isnan(x) || std::isnan(y)) {
+        EXPECT_TRUE(std::isnan(got)) << reduce_label(op) << " " << i;
+      } else {
+        const float want = op == PG_REDUCE_MIN   ? std::min(x, y)
+                           : op == PG_REDUCE_MAX ? std::max(x, y)
+                                                 : x + y;
+        EXPECT_EQ(got, want) << reduce_label(op) << " " << i;
+      }
+    }
+  }
+}
+
+TEST(UcxKernels, HalfTypesRoundToNearestEven) {
+  using namespace ucx_backend;
+  // 2049 is not a half: it lies halfway between 2048 and 2050 and rounds to the even 2048.
+  EXPECT_EQ(half_to_float(float_to_half(2049.0f)), 2048.0f);
+  EXPECT_EQ(half_to_float(float_to_half(2051.0f)), 2052.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(257.0f)), 256.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(259.0f)), 260.0f);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
+  // A long vector (the vectorised body and its tail) through each 16-bit kernel.
+  for (pg_dtype_t d : {PG_DTYPE_F16, PG_DTYPE_BF16}) {
+    Typed x(d, 1001), y(d, 1001), out(d, 1001);
+    for (uint64_t i = 0; i < 1001; ++i) {
+      x.set(i, static_cast<double>(i % 61) - 30);
+      y.set(i, static_cast<double>(i % 7));
+    }
+    reduce(out.data(), x.data(), y.data(), 1001, d, PG_REDUCE_SUM);
+    for (uint64_t i = 0; i < 1001; ++i) ASSERT_EQ(out.get(i), x.get(i) + y.get(i)) << i;
+    scale_down(out.data(), 1001, d, 4);
+    for (uint64_t i = 0; i < 1001; ++i) {
+      ASSERT_NEAR(out.get(i), (x.get(i) + y.get(i)) / 4, 0.02) << dtype_label(d) << " " << i;
+    }
+  }
+}
+
+// UCX hands a fused receive its data in fragments of any size, at any byte offset and
+// (for some protocols) in any order: elements cut between fragments must come out right.
+TEST(UcxKernels, ReduceWhileReceivingAnyFragmentation) {
+  const ucp_generic_dt_ops_t& ops = ucx_backend::reduce_datatype_ops();
+  for (pg_dtype_t d : {PG_DTYPE_F64, PG_DTYPE_F32, PG_DTYPE_BF16, PG_DTYPE_I8}) {
+    const uint64_t n = 5003, es = dtype_bytes(d);
+    Typed mine(d, n), theirs(d, n), out(d, n);
+    for (uint64_t i = 0; i < n; ++i) {
+      mine.set(i, contribution(0, i, PG_REDUCE_SUM, d));
+      theirs.set(i, contribution(1, i, PG_REDUCE_SUM, d));
+    }
+    for (bool shuffled : {false, true}) {
+      out.fill(-7);
+      ucx_backend::ReduceInto into{static_cast<std::byte*>(out.data()),
+                                   static_cast<const std::byte*>(mine.data()),
+                                   es,
+                                   d,
+                                   PG_REDUCE_SUM,
+                                   n * es,
+                                   {}};
+      void* state = ops.start_unpack(nullptr, &into, n * es);
+      ASSERT_EQ(ops.packed_size(state), n * es);
+      // Fragments of 1..997 bytes, delivered in order or with every pair swapped.
+      std::vector<std::pair<uint64_t, uint64_t>> fragments;
+      for (uint64_t at = 0, k = 0; at < n * es; ++k) {
+        const uint64_t len = std::min<uint64_t>(1 + (k * 389) % 997, n * es - at);
+        fragments.emplace_back(at, len);
+        at += len;
+      }
+      if (shuffled) {
+        for (size_t k = 0; k + 1 < fragments.size(); k += 2)
+          std::swap(fragments[k], fragments[k + 1]);
+      }
+      // A misaligned copy of the source, as a transport buffer would hold it.
+      std::vector<std::byte> wire(n * es + 1);
+      std::memcpy(wire.data() + 1, theirs.data(), n * es);
+      for (const auto& [at, len] : fragments) {
+        ASSERT_EQ(ops.unpack(state, at, wire.data() + 1 + at, len), UCS_OK);
+      }
+      ops.finish(state);
+      EXPECT_TRUE(into.split.empty());
+      for (uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out.get(i), mine.get(i) + theirs.get(i)) << dtype_label(d) << " " << i;
+      }
+    }
+  }
+}
+
+TEST(UcxKernels, IntegerAverageTruncates) {
+  std::vector<int32_t> v = {7, -7, 8, 1};
+  ucx_backend::scale_down(v.data(), v.size(), PG_DTYPE_I32, 2);
+  EXPECT_EQ(v, (std::vector<int32_t>{3, -3, 4, 0}));
+  std::vector<int8_t> w = {100, -100};
+  ucx_backend::scale_down(w.data(), w.size(), PG_DTYPE_I8, 300);  // beyond int8's range
+  EXPECT_EQ(w, (std::vector<int8_t>{0, 0}));
+}
+
+}  // namespace
+}  // namespace procgroup::ucx_test
