@@ -63,7 +63,11 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
   PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
   StoreConfig store_config{config.store_url, config.rank, config.size, config.store_token,
                            config.timeout};
-  PG_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, open_store(store_config));
+  auto opened = open_store(store_config);
+  if (!opened.ok())
+    return opened.status().with_context(
+        fmt::format("creating group '{}' (rank {} of {})", config.name, config.rank, config.size));
+  std::shared_ptr<Store> store = std::move(opened.value());
   Members members{config.rank, config.size, config.local_rank, config.local_size};
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config};
   std::shared_ptr<GroupState> group(new GroupState(config.name, members, config.timeout,
@@ -114,14 +118,33 @@ Status GroupState::check_usable() {
   return check_not_failed();
 }
 
-void GroupState::mark_failed(const Status& failure) {
-  if (!is_fatal(failure.code())) return;
-  if (failure.code() == PG_ERR_TIMEOUT && !hang_reported_.exchange(true)) {
+Status GroupState::mark_failed(const Status& failure) {
+  if (!is_fatal(failure.code())) return failure;
+  bool first;
+  {
+    std::lock_guard lock(mutex_);
+    first = !failure_.has_value();
+  }
+  // A timeout here, or the first news of the group's failure arriving as an abort (a
+  // backend passing on another rank's timeout): either way a rank hung somewhere, and this
+  // rank's record belongs in the picture. (pg_group_abort records its failure first.)
+  const bool hung =
+      failure.code() == PG_ERR_TIMEOUT || (failure.code() == PG_ERR_ABORTED && first);
+  Status reason = failure;
+  if (hung && !hang_reported_.exchange(true)) {
     HangContext context{id_, members_.rank, members_.size, diagnostics_.store,
                         diagnostics_.trace_dir};
-    report_hang(context, recorder_);
+    HangFindings findings = report_hang(context, recorder_);
+    if (findings.mismatch) {
+      reason = Status(PG_ERR_MISMATCH, failure.message() +
+                                           "; the ranks called it with different arguments: " +
+                                           findings.behind);
+    } else if (!findings.behind.empty()) {
+      reason = Status(failure.code(), failure.message() + "; " + findings.behind);
+    }
   }
-  abort(failure);
+  abort(reason);
+  return reason;
 }
 
 void GroupState::abort(const Status& reason) {

@@ -62,8 +62,10 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // check_not_failed(), and PG_ERR_INVALID_ARGUMENT once destroy() has begun.
   Status check_usable();
   // Records a work's failure; fatal ones abort the group, and the first timeout also
-  // writes the hang report (hang_report.h) first.
-  void mark_failed(const Status& failure);
+  // writes the hang report (hang_report.h) first. Returns the failure to report: the
+  // first timeout's message gains the ranks this rank did not hear from (PG_ERR_MISMATCH
+  // when every rank is in the same operation with different arguments).
+  Status mark_failed(const Status& failure);
   // Aborts the backend group and fails pending emulated works. Idempotent.
   void abort(const Status& reason);
   // The message for an operation that ran past the group timeout.

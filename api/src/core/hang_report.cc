@@ -71,6 +71,60 @@ std::string summarize(const HangContext& c, const std::map<int, std::string>& st
   return text;
 }
 
+// This rank's view for its error message: every other rank not in the same operation.
+std::string describe_behind(const HangContext& c, const std::map<int, std::string>& states) {
+  const std::string& mine = states.at(c.rank);
+  std::vector<int> silent;
+  std::map<std::string, std::vector<int>> elsewhere;  // where -> ranks
+  for (int r = 0; r < c.size; ++r) {
+    if (r == c.rank) continue;
+    auto it = states.find(r);
+    if (it == states.end()) {
+      silent.push_back(r);
+    } else if (it->second != mine) {
+      const std::string& s = it->second;
+      elsewhere[s.rfind("in ", 0) == 0 ? "in " + s.substr(s.find(' ', 3) + 1)
+                                       : "not inside a collective"]
+          .push_back(r);
+    }
+  }
+  std::vector<std::string> parts;
+  if (!silent.empty())
+    parts.push_back(fmt::format("not heard from: rank{} {} (stuck, stopped or gone)",
+                                silent.size() > 1 ? "s" : "", format_ranks(silent)));
+  for (auto& [where, ranks] : elsewhere)
+    parts.push_back(
+        fmt::format("rank{} {} {}", ranks.size() > 1 ? "s" : "", format_ranks(ranks), where));
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
+  return text;
+}
+
+// True when every rank reported being inside the same operation number, but not every
+// rank with the same arguments: they did not hang, they disagree (a backend that keeps
+// mismatched messages apart times out on such a call instead of corrupting memory).
+bool same_op_different_calls(const HangContext& c, const std::map<int, std::string>& states) {
+  if (static_cast<int>(states.size()) != c.size) return false;
+  auto seq_of = [](const std::string& s) {
+    return s.rfind("in ", 0) == 0 ? s.substr(3, s.find(' ', 3) - 3) : std::string();
+  };
+  const std::string& first = states.begin()->second;
+  if (seq_of(first).empty()) return false;
+  bool differ = false;
+  for (const auto& [rank, state] : states) {
+    if (seq_of(state) != seq_of(first)) return false;
+    differ = differ || state != first;
+  }
+  return differ;
+}
+
+// When the store cannot even be reached, nothing is known of the others, except that
+// rank 0, which hosts a TCP store, did not answer.
+std::string store_host_silent(const HangContext& c) {
+  if (c.store.url.rfind("tcp://", 0) != 0 || c.rank == 0) return "";
+  return "not heard from: rank 0, which hosts the store (stuck, stopped or gone)";
+}
+
 }  // namespace
 
 std::string format_ranks(const std::vector<int>& r) {
@@ -85,12 +139,12 @@ std::string format_ranks(const std::vector<int>& r) {
   return text;
 }
 
-std::string report_hang(const HangContext& c, const FlightRecorder& recorder) {
+HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
   std::string trace = fmt::format("group '{}' rank {} of {}: the last operations:\n{}",
                                   c.group_id, c.rank, c.size, recorder.format());
   log_line(kLogError, "hang", trace);
   write_trace_file(c, trace);
-  if (c.size <= 1 || c.store.url.rfind("memory:", 0) == 0) return "";
+  if (c.size <= 1 || c.store.url.rfind("memory:", 0) == 0) return {};
 
   // A plain client (never rank 0's server) with a short timeout.
   StoreConfig config = c.store;
@@ -99,13 +153,13 @@ std::string report_hang(const HangContext& c, const FlightRecorder& recorder) {
   auto store = open_store(config);
   if (!store.ok()) {
     log(kLogWarn, "hang", "no summary: store unreachable: {}", store.status().to_string());
-    return "";
+    return {"", store_host_silent(c)};
   }
   std::string mine = encode_state(recorder.progress());
   Status published = (*store)->set(key_for(c, c.rank), Bytes(mine.begin(), mine.end()));
   if (!published.ok()) {
     log(kLogWarn, "hang", "no summary: {}", published.to_string());
-    return "";
+    return {};
   }
 
   // Give the other ranks' reports a moment to arrive, then read what is there.
@@ -116,9 +170,9 @@ std::string report_hang(const HangContext& c, const FlightRecorder& recorder) {
       if (states.count(r)) continue;
       std::vector<std::string> key{key_for(c, r)};
       auto present = (*store)->check(key);
-      if (!present.ok()) {
+      if (!present.ok()) {  // rank 0 answered, then left: nothing to say about the others
         log(kLogWarn, "hang", "no summary: {}", present.status().to_string());
-        return "";
+        return {};
       }
       if (*present) {
         auto value = (*store)->get(key[0], Millis(100));
@@ -128,10 +182,12 @@ std::string report_hang(const HangContext& c, const FlightRecorder& recorder) {
     if (static_cast<int>(states.size()) == c.size) break;
     std::this_thread::sleep_for(Millis(50));
   } while (!window.expired());
-  if (states.empty() || states.begin()->first != c.rank) return "";  // a lower rank prints
-  std::string summary = summarize(c, states);
-  log_line(kLogError, "hang", summary);
-  return summary;
+  HangFindings findings{"", states.count(c.rank) ? describe_behind(c, states) : "",
+                        same_op_different_calls(c, states)};
+  if (states.empty() || states.begin()->first != c.rank) return findings;  // a lower rank prints
+  findings.summary = summarize(c, states);
+  log_line(kLogError, "hang", findings.summary);
+  return findings;
 }
 
 }  // namespace procgroup::detail

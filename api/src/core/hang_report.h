@@ -1,7 +1,8 @@
 // Hang forensics, run once per group at its first timeout. This rank's flight record goes
 // to the log (stderr) and, if PROCGROUP_TRACE_DIR is set, to a file there; its state goes
 // to the store; and the lowest rank that reported prints one summary naming who is
-// behind ("ranks 0-2 are in allreduce #42 (...); rank 3 did not report ..."). Store
+// behind ("ranks 0-2 are in allreduce #42 (...); rank 3 did not report ..."), while every
+// reporting rank learns who it did not hear from, for its own error message. Store
 // access uses its own short-timeout connection, so a dead store host costs at most a
 // couple of seconds, never another group timeout.
 #pragma once
@@ -21,8 +22,16 @@ struct HangContext {
   std::string trace_dir;   // empty: no file
 };
 
-// Returns the summary line when this rank printed it (for tests), else "".
-std::string report_hang(const HangContext& context, const FlightRecorder& recorder);
+struct HangFindings {
+  std::string summary;  // the summary line when this rank printed it (for tests), else ""
+  // For this rank's own error message: the ranks it did not hear from or that are elsewhere
+  // ("not heard from: rank 3 (stuck, stopped or gone)"); "" when nothing could be learned.
+  std::string behind;
+  // Every rank is inside the same operation number, with different arguments.
+  bool mismatch = false;
+};
+
+HangFindings report_hang(const HangContext& context, const FlightRecorder& recorder);
 
 // "0-2, 5": ranks as ranges.
 std::string format_ranks(const std::vector<int>& sorted_ranks);

@@ -52,7 +52,7 @@ const Status& WorkState::finish_locked(Status status) {
   if (auto group = group_.lock()) {
     // A fatal failure of any work fails its group: later calls fail fast (DESIGN.md §6).
     // Before the recorder closes this entry, so a hang report shows it still running.
-    if (!status.ok()) group->mark_failed(status);
+    if (!status.ok()) status = group->mark_failed(status);
     if (trace_id_ != 0) group->recorder().finish(trace_id_, status.code());
   }
   done_ = true;
