@@ -209,4 +209,59 @@ bool compare_matches(const Bytes* current, std::span<const uint8_t> expected) {
          std::equal(current->begin(), current->end(), expected.begin());
 }
 
+Result<Request> decode_request(std::span<const uint8_t> body) {
+  FrameReader r(body);
+  const uint8_t opcode = r.u8();
+  if (!is_request(opcode)) {
+    return make_error(PG_ERR_STORE, "unknown command 0x{:02x}", body.empty() ? 0 : body[0]);
+  }
+  Request q;
+  q.op = static_cast<Op>(opcode);
+  if (q.op == Op::kAuth) {
+    q.mac = r.raw(kMacBytes, "auth answer");
+    if (!r.finish()) return Status(PG_ERR_AUTH, r.error());
+    return q;
+  }
+  if (q.op == Op::kGet || q.op == Op::kWait) q.timeout_ms = r.i64();
+  if (q.op == Op::kWait || q.op == Op::kCheck) {
+    const uint32_t count = r.u32();
+    if (count > kMaxKeysPerRequest) {
+      return make_error(PG_ERR_STORE, "{} keys in one {} exceeds the limit of {}", count,
+                        op_text(q.op), kMaxKeysPerRequest);
+    }
+    for (uint32_t i = 0; i < count && !r.failed(); ++i) {
+      q.keys.emplace_back(as_chars(r.str("key", kMaxKeyBytes)));
+    }
+  } else {
+    q.keys.emplace_back(as_chars(r.str("key", kMaxKeyBytes)));
+  }
+  switch (q.op) {
+    case Op::kSet: q.value = r.str("value", kMaxValueBytes); break;
+    case Op::kAdd: q.delta = r.i64(); break;
+    case Op::kCompareSet:
+      q.value = r.str("expected value", kMaxValueBytes);
+      q.desired = r.str("desired value", kMaxValueBytes);
+      break;
+    default: break;
+  }
+  if (!r.finish()) {
+    return make_error(PG_ERR_STORE, "malformed {} request: {}", op_text(q.op), r.error());
+  }
+  return q;
+}
+
+FrameSplit split_frame(std::span<const uint8_t> input, size_t max_body) {
+  FrameSplit split;
+  if (input.size() < kFrameHeaderBytes) return split;
+  split.length = load_be64(input.data());
+  if (split.length == 0 || split.length > max_body) {
+    split.kind = FrameSplit::kBadLength;
+    return split;
+  }
+  if (input.size() - kFrameHeaderBytes < split.length) return split;
+  split.kind = FrameSplit::kFrame;
+  split.body = input.subspan(kFrameHeaderBytes, static_cast<size_t>(split.length));
+  return split;
+}
+
 }  // namespace procgroup::detail

@@ -149,6 +149,33 @@ class FrameReader {
   std::string error_;
 };
 
+// One request as the server reads it from a frame body (opcode first). Spans point into
+// the body. Which fields are set depends on op (see the table at the top of this file).
+struct Request {
+  Op op = Op::kSet;
+  int64_t timeout_ms = 0;            // GET, WAIT
+  int64_t delta = 0;                 // ADD
+  std::vector<std::string> keys;     // one, or count for WAIT/CHECK, none for AUTH
+  std::span<const uint8_t> value;    // SET; the expected value of COMPARE_SET
+  std::span<const uint8_t> desired;  // COMPARE_SET
+  std::span<const uint8_t> mac;      // AUTH
+};
+
+// Decodes a request body. A framing error (unknown opcode, truncated or over-long field,
+// more than kMaxKeysPerRequest keys, trailing bytes) is PG_ERR_STORE (PG_ERR_AUTH for a
+// malformed AUTH) and closes the connection. Whether each key is valid (validate_key) is
+// a request error checked separately. Pure, so the fuzzer drives the server's own parser.
+Result<Request> decode_request(std::span<const uint8_t> body);
+
+// Where the next frame of a connection's input ends: kIncomplete until its header and body
+// are all there, kBadLength for a length outside 1..max_body (the connection is closed).
+struct FrameSplit {
+  enum Kind { kFrame, kIncomplete, kBadLength } kind = kIncomplete;
+  uint64_t length = 0;            // the header's length field
+  std::span<const uint8_t> body;  // kFrame: the body
+};
+FrameSplit split_frame(std::span<const uint8_t> input, size_t max_body);
+
 uint64_t load_be64(const uint8_t* p);
 uint32_t load_be32(const uint8_t* p);
 

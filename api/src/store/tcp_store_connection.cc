@@ -86,20 +86,17 @@ void TcpStoreServer::Loop::read_input(Connection& c, uint32_t events) {
 void TcpStoreServer::Loop::process_input(Connection& c) {
   size_t off = 0;
   while (!c.close_now && !c.lingering && !c.waiter && pending_out(c) <= kMaxBufferedReplyBytes) {
-    size_t avail = c.in.size() - off;
-    if (avail < kFrameHeaderBytes) break;
-    uint64_t length = load_be64(c.in.data() + off);
-    size_t max = input_limit(c) - kFrameHeaderBytes;
-    if (length == 0 || length > max) {
+    const size_t max = input_limit(c) - kFrameHeaderBytes;
+    FrameSplit next = split_frame(std::span<const uint8_t>(c.in).subspan(off), max);
+    if (next.kind == FrameSplit::kBadLength) {
       fail(c, PG_ERR_STORE,
-           fmt::format("frame length {} is outside 1..{} bytes{}", length, max,
+           fmt::format("frame length {} is outside 1..{} bytes{}", next.length, max,
                        c.authenticated ? "" : " (not authenticated yet)"));
       break;
     }
-    if (avail - kFrameHeaderBytes < length) break;
-    std::span<const uint8_t> body(c.in.data() + off + kFrameHeaderBytes, length);
-    off += kFrameHeaderBytes + length;
-    handle_frame(c, body);  // copies what it keeps: c.in is compacted below
+    if (next.kind == FrameSplit::kIncomplete) break;
+    off += kFrameHeaderBytes + next.body.size();
+    handle_frame(c, next.body);  // copies what it keeps: c.in is compacted below
   }
   if (c.lingering) {
     c.in.clear();

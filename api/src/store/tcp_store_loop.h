@@ -88,8 +88,8 @@ class TcpStoreServer::Loop {
   // ---- tcp_store_requests.cc ----
   void send_hello(Connection& c);
   void handle_frame(Connection& c, std::span<const uint8_t> body);
-  void handle_auth(Connection& c, FrameReader& reader);
-  void handle_request(Connection& c, Op op, FrameReader& reader);
+  void handle_auth(Connection& c, const Request& request);
+  void handle_request(Connection& c, const Request& request);
   // Stores value (limits checked) and wakes waiters of key.
   Status store_value(const std::string& key, Bytes value);
   void notify(const std::string& key);

@@ -15,8 +15,6 @@ Bytes ok_frame() { return FrameWriter(Op::kOk).finish(); }
 Bytes bool_frame(bool v) { return FrameWriter(Op::kBool).u8(v ? 1 : 0).finish(); }
 Bytes value_frame(std::span<const uint8_t> v) { return FrameWriter(Op::kValue).str(v).finish(); }
 
-std::string to_string(std::span<const uint8_t> b) { return std::string(as_chars(b)); }
-
 }  // namespace
 
 void TcpStoreServer::Loop::send_hello(Connection& c) {
@@ -41,35 +39,34 @@ void TcpStoreServer::Loop::send_hello(Connection& c) {
 }
 
 void TcpStoreServer::Loop::handle_frame(Connection& c, std::span<const uint8_t> body) {
-  FrameReader reader(body);
-  uint8_t opcode = reader.u8();
-  if (!is_request(opcode)) {
-    fail(c, PG_ERR_STORE, fmt::format("unknown command 0x{:02x}", opcode));
-    return;
-  }
-  auto op = static_cast<Op>(opcode);
-  if (!c.authenticated) {
-    if (op != Op::kAuth) {
+  // Who may send what comes first, so an unauthenticated client learns that and no more.
+  const uint8_t opcode = body.empty() ? 0 : body[0];
+  if (is_request(opcode)) {
+    const bool auth = static_cast<Op>(opcode) == Op::kAuth;
+    if (!c.authenticated && !auth) {
       fail(c, PG_ERR_AUTH, "this store requires PROCGROUP_STORE_TOKEN authentication first");
       return;
     }
-    handle_auth(c, reader);
+    if (c.authenticated && auth) {
+      fail(c, PG_ERR_STORE, "unexpected auth command (already authenticated)");
+      return;
+    }
+  }
+  // A malformed frame closes the connection before anything changes.
+  Result<Request> request = decode_request(body);
+  if (!request.ok()) {
+    fail(c, request.status().code(), request.status().message());
     return;
   }
-  if (op == Op::kAuth) {
-    fail(c, PG_ERR_STORE, "unexpected auth command (already authenticated)");
-    return;
+  if (request->op == Op::kAuth) {
+    handle_auth(c, *request);
+  } else {
+    handle_request(c, *request);
   }
-  handle_request(c, op, reader);
 }
 
-void TcpStoreServer::Loop::handle_auth(Connection& c, FrameReader& reader) {
-  auto answer = reader.raw(kMacBytes, "auth answer");
-  if (!reader.finish()) {
-    fail(c, PG_ERR_AUTH, reader.error());
-    return;
-  }
-  if (!auth_verify(options_.token, c.nonce, answer)) {
+void TcpStoreServer::Loop::handle_auth(Connection& c, const Request& request) {
+  if (!auth_verify(options_.token, c.nonce, request.mac)) {
     fail(c, PG_ERR_AUTH, "wrong PROCGROUP_STORE_TOKEN");
     return;
   }
@@ -79,44 +76,9 @@ void TcpStoreServer::Loop::handle_auth(Connection& c, FrameReader& reader) {
   queue(c, ok_frame());
 }
 
-void TcpStoreServer::Loop::handle_request(Connection& c, Op op, FrameReader& r) {
-  // Fields first; a malformed frame closes the connection before anything changes.
-  int64_t timeout_ms = 0;
-  int64_t delta = 0;
-  std::vector<std::string> keys;
-  std::span<const uint8_t> value, expected, desired;
-  switch (op) {
-    case Op::kGet:
-    case Op::kWait: timeout_ms = r.i64(); break;
-    default: break;
-  }
-  if (op == Op::kWait || op == Op::kCheck) {
-    uint32_t count = r.u32();
-    if (count > kMaxKeysPerRequest) {
-      fail(c, PG_ERR_STORE,
-           fmt::format("{} keys in one {} exceeds the limit of {}", count, op_text(op),
-                       kMaxKeysPerRequest));
-      return;
-    }
-    for (uint32_t i = 0; i < count && !r.failed(); ++i) {
-      keys.push_back(to_string(r.str("key", kMaxKeyBytes)));
-    }
-  } else {
-    keys.push_back(to_string(r.str("key", kMaxKeyBytes)));
-  }
-  switch (op) {
-    case Op::kSet: value = r.str("value", kMaxValueBytes); break;
-    case Op::kAdd: delta = r.i64(); break;
-    case Op::kCompareSet:
-      expected = r.str("expected value", kMaxValueBytes);
-      desired = r.str("desired value", kMaxValueBytes);
-      break;
-    default: break;
-  }
-  if (!r.finish()) {
-    fail(c, PG_ERR_STORE, fmt::format("malformed {} request: {}", op_text(op), r.error()));
-    return;
-  }
+void TcpStoreServer::Loop::handle_request(Connection& c, const Request& r) {
+  const Op op = r.op;
+  const std::vector<std::string>& keys = r.keys;
   // Request errors: answered, and the connection stays usable.
   for (const auto& key : keys) {
     Status valid = validate_key(key);
@@ -130,7 +92,7 @@ void TcpStoreServer::Loop::handle_request(Connection& c, Op op, FrameReader& r) 
   const Bytes* current = found == data_.end() ? nullptr : &found->second;
   switch (op) {
     case Op::kSet: {
-      Status s = store_value(key, Bytes(value.begin(), value.end()));
+      Status s = store_value(key, Bytes(r.value.begin(), r.value.end()));
       if (s.ok()) {
         queue(c, ok_frame());
       } else {
@@ -143,10 +105,10 @@ void TcpStoreServer::Loop::handle_request(Connection& c, Op op, FrameReader& r) 
         queue(c, value_frame(*current));
         return;
       }
-      start_wait(c, Waiter{Op::kGet, key, {key}, timeout_ms, {}});
+      start_wait(c, Waiter{Op::kGet, key, {key}, r.timeout_ms, {}});
       return;
     case Op::kAdd: {
-      Result<int64_t> sum = apply_add(key, current, delta);
+      Result<int64_t> sum = apply_add(key, current, r.delta);
       Status s = sum.ok() ? store_value(key, counter_bytes(sum.value())) : sum.status();
       if (!s.ok()) {
         queue_error(c, s.code(), s.message());
@@ -156,17 +118,17 @@ void TcpStoreServer::Loop::handle_request(Connection& c, Op op, FrameReader& r) 
       return;
     }
     case Op::kCompareSet: {
-      if (!compare_matches(current, expected)) {
+      if (!compare_matches(current, r.value)) {
         queue(c, value_frame(current != nullptr ? std::span<const uint8_t>(*current)
                                                 : std::span<const uint8_t>()));
         return;
       }
-      Status s = store_value(key, Bytes(desired.begin(), desired.end()));
+      Status s = store_value(key, Bytes(r.desired.begin(), r.desired.end()));
       if (!s.ok()) {
         queue_error(c, s.code(), s.message());
         return;
       }
-      queue(c, value_frame(desired));
+      queue(c, value_frame(r.desired));
       return;
     }
     case Op::kRemove:
@@ -174,7 +136,7 @@ void TcpStoreServer::Loop::handle_request(Connection& c, Op op, FrameReader& r) 
       if (found != data_.end()) data_.erase(found);
       return;
     case Op::kWait: {
-      Waiter w{Op::kWait, {}, {}, timeout_ms, {}};
+      Waiter w{Op::kWait, {}, {}, r.timeout_ms, {}};
       for (const auto& k : keys) {
         if (!data_.contains(k) &&
             std::find(w.missing.begin(), w.missing.end(), k) == w.missing.end()) {
