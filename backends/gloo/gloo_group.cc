@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gloo_mesh.h"
 #include "gloo_net.h"
 #include "gloo_store_adapter.h"
 
@@ -85,9 +86,11 @@ Status GlooGroup::connect(const pg_backend_group_config_t& config) {
                          where + ": cannot listen on " + net.description + ": " + e.what());
   }
   try {
-    context_ = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
-    context_->setTimeout(timeout_);
-    context_->connectFullMesh(store, device_);
+    auto mesh = std::make_shared<MeshContext>(rank_, size_);
+    mesh->setTimeout(timeout_);
+    st = mesh->connect_mesh(store, device_);
+    if (!st.ok()) return Status::error(st.code, where + ": rendezvous failed: " + st.message);
+    context_ = std::move(mesh);
   } catch (const StoreError& e) {
     return Status::error(e.status(), where + ": rendezvous failed: " + e.what());
   } catch (const gloo::IoException& e) {
@@ -133,8 +136,12 @@ Status GlooGroup::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) 
                                              ": not started: " + broken_cause_);
   }
   const bool p2p = op.op == PG_OP_SEND || op.op == PG_OP_RECV;
-  // Collective tags count collectives only: send/recv differ between ranks, tags may not.
-  auto work = std::make_shared<Work>(op, p2p ? 0 : next_tag_++, Clock::now() + timeout);
+  // Collective tags count collectives only (send/recv differ between ranks, tags may not)
+  // and carry a hash of the arguments: see collective_tag().
+  Plan plan;
+  make_plan(op, rank_, size_, &plan);  // validated above
+  const uint32_t tag = p2p ? 0 : collective_tag(next_tag_++, op, plan);
+  auto work = std::make_shared<Work>(op, tag, Clock::now() + timeout);
   queue_.push_back(work);
   work_cv_.notify_one();
   *out = std::move(work);
@@ -181,7 +188,9 @@ void GlooGroup::execute(const std::shared_ptr<Work>& work) {
     if (work->is_p2p()) {
       // Posted here, in issue order; a waiter thread waits for it, so later operations
       // (and the peer's matching ones) are not held up behind it.
-      work->p2p = post_p2p(env_for(*work, left), work->op());
+      Plan plan;
+      make_plan(work->op(), rank_, size_, &plan);  // validated when issued
+      work->p2p = P2pTransfer::post(*context_, work->op(), plan, recv_order_);
       std::lock_guard<std::mutex> lock(mu_);
       ++running_;  // until its waiter is done
       p2p_posted_.push_back(work);
@@ -220,17 +229,17 @@ void GlooGroup::waiter_loop() {
 }
 
 void GlooGroup::wait_p2p(const std::shared_ptr<Work>& work) {
-  const auto left = std::max(
-      std::chrono::milliseconds(1),
-      std::chrono::duration_cast<std::chrono::milliseconds>(work->deadline() - Clock::now()));
   try {
-    const bool done =
-        work->op().op == PG_OP_SEND ? work->p2p->waitSend(left) : work->p2p->waitRecv(left);
+    Status st = work->p2p->finish(work->deadline(), recv_order_);
     work->p2p.reset();
-    if (done) {
+    if (st.ok()) {
       work->complete(PG_OK, "");
+    } else if (st.code == PG_ERR_MISMATCH) {
+      // Both ranks stayed in step (the payload was drained): the group is still usable.
+      log(PG_LOG_ERROR, st.message);
+      work->complete(st.code, std::move(st.message));
     } else {
-      fail(work, Status::error(PG_ERR_ABORTED, work->label() + ": aborted"));
+      fail(work, std::move(st));
     }
   } catch (...) {
     const Status st = failure_of(*work, std::current_exception());
@@ -252,17 +261,36 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
     std::rethrow_exception(error);
   } catch (const gloo::IoException& e) {
     const std::string what = e.what();
-    std::string peer = failed_peer(what);
+    std::vector<int> down;
+    std::string peer = failed_peer(what, &down);
     if (peer.empty() && work.is_p2p()) peer = "rank " + std::to_string(work.op().peer);
     const std::string text = lower(what);
     if (contains(text, "timeout") || contains(text, "timed out")) {
       const auto timeout = work.op().timeout_ms > 0 ? clamped(work.op().timeout_ms) : timeout_;
-      return Status::error(PG_ERR_TIMEOUT,
-                           label + ": timed out" + (peer.empty() ? "" : " waiting for " + peer) +
-                               " (timeout " + std::to_string(timeout.count()) + " ms): " + what);
+      std::string hint;
+      if (!work.is_p2p()) {
+        Plan plan;
+        make_plan(work.op(), rank_, size_, &plan);
+        hint = "; this rank passed " + describe_arguments(work.op(), plan) +
+               " (ranks that pass different counts, dtypes, roots or reduce ops never match; "
+               "PROCGROUP_DEBUG=detail names the rank that differs)";
+      }
+      return Status::error(PG_ERR_TIMEOUT, label + ": timed out" +
+                                               (peer.empty() ? "" : " waiting for " + peer) +
+                                               " (timeout " + std::to_string(timeout.count()) +
+                                               " ms): " + what + hint);
     }
+    // A peer that lost someone shuts its own connections too: list every one that is
+    // down, so the rank that really died is named even when another one's close came first.
+    std::string all;
+    for (int r : down) {
+      if ("rank " + std::to_string(r) != peer)
+        all += (all.empty() ? "" : ", ") + ("rank " + std::to_string(r));
+    }
+    if (!all.empty()) all = " (connection to " + all + " down too)";
     return Status::error(PG_ERR_PEER_LOST, label + ": connection to " +
-                                               (peer.empty() ? "a peer" : peer) + " lost: " + what);
+                                               (peer.empty() ? "a peer" : peer) + " lost" + all +
+                                               ": " + what);
   } catch (const std::bad_alloc&) {
     return Status::error(PG_ERR_OUT_OF_MEMORY, label + ": out of memory");
   } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet, ...
@@ -288,6 +316,7 @@ void GlooGroup::break_group(pg_status_t status, const std::string& cause) {
     broken_cause_ = status == PG_ERR_ABORTED ? cause : "the group failed earlier: " + cause;
     queued.swap(queue_);
   }
+  recv_order_.abort();
   shut_pairs();
   for (const auto& work : queued) {
     work->complete(PG_ERR_ABORTED, work->label() + ": not started: " + broken_cause_);
@@ -318,20 +347,22 @@ void GlooGroup::shut_pairs() {
   }
 }
 
-std::string GlooGroup::failed_peer(const std::string& gloo_message) const {
+std::string GlooGroup::failed_peer(const std::string& gloo_message, std::vector<int>* down) const {
   if (!context_ || size_ == 1) return "";
   ScopedSigpipeBlock no_sigpipe;
   char byte = 0;
+  std::string match;
   for (int i = 0; i < size_; ++i) {
     if (i == rank_) continue;
     auto probe = context_->createUnboundBuffer(&byte, sizeof(byte));
     try {
       probe->recv(i, kProbeSlot);  // a healthy pair accepts it (the group breaks next)
     } catch (const std::exception& e) {
-      if (gloo_message == e.what()) return "rank " + std::to_string(i);
+      down->push_back(i);
+      if (match.empty() && gloo_message == e.what()) match = "rank " + std::to_string(i);
     }
   }
-  return "";
+  return match;
 }
 
 void GlooGroup::log(int32_t level, const std::string& message) const {

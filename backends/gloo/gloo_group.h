@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "gloo_ops.h"
+#include "gloo_p2p.h"
 #include "gloo_work.h"
 #include "procgroup/procgroup_backend.h"
 
@@ -69,8 +70,9 @@ class GlooGroup {
   void break_group(pg_status_t status, const std::string& cause);
   // Fails every Gloo pair of the context: wakes all waits in Gloo, tells the peers.
   void shut_pairs();
-  // "rank 2" when the failing connection's error is the one Gloo holds for that pair.
-  std::string failed_peer(const std::string& gloo_message) const;
+  // "rank 2" when the failing connection's error is the one Gloo holds for that pair;
+  // *down gets every rank whose connection has failed by now.
+  std::string failed_peer(const std::string& gloo_message, std::vector<int>* down) const;
   void log(int32_t level, const std::string& message) const;
 
   const pg_host_services_t* host_;
@@ -91,6 +93,7 @@ class GlooGroup {
   size_t running_ = 0;                            // works started and not finished
   size_t idle_waiters_ = 0;
   uint32_t next_tag_ = 0;
+  RecvOrder recv_order_;
   bool stopping_ = false;
   bool broken_ = false;
   std::string broken_cause_;

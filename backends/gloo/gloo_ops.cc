@@ -9,7 +9,7 @@
 //   gather/scatter  gloo::gather / gloo::scatter (direct)
 //   alltoall        gloo::alltoall (pairwise); in place through a scratch copy
 //   barrier         gloo::barrier (dissemination)
-//   send/recv       unbound buffers, slot = p2p_slot(tag)
+//   send/recv       gloo_p2p.h (unbound buffers behind a size header)
 // A group of one copies locally; n == 0 is a no-op. AVG is SUM, then host->scale_down.
 #include "gloo_ops.h"
 
@@ -23,6 +23,7 @@
 #include <gloo/scatter.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -229,17 +230,44 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op) {
   }
 }
 
-std::unique_ptr<gloo::transport::UnboundBuffer> post_p2p(const OpEnv& env,
-                                                         const pg_backend_op_t& op) {
-  Plan p;
-  make_plan(op, env.rank, env.size, &p);  // validated when issued
-  auto buf = env.context->createUnboundBuffer(p.out, p.bytes());
-  if (op.op == PG_OP_SEND) {
-    buf->send(op.peer, p2p_slot(op.tag));
-  } else {
-    buf->recv(op.peer, p2p_slot(op.tag));
+namespace {
+
+bool rooted(pg_op_t op) {
+  return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER || op == PG_OP_SCATTER;
+}
+bool reducing(pg_op_t op) {
+  return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
+}
+
+// FNV-1a over 64-bit fields.
+uint32_t fnv1a(std::initializer_list<uint64_t> fields) {
+  uint32_t h = 2166136261u;
+  for (uint64_t f : fields) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint8_t>(f >> (8 * i));
+      h *= 16777619u;
+    }
   }
-  return buf;
+  return h;
+}
+
+}  // namespace
+
+uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& plan) {
+  const bool barrier = op.op == PG_OP_BARRIER;
+  const uint32_t h =
+      fnv1a({static_cast<uint64_t>(op.op), barrier ? 0 : static_cast<uint64_t>(plan.dtype),
+             barrier ? 0 : plan.n, rooted(op.op) ? static_cast<uint64_t>(op.root) : 0,
+             reducing(op.op) ? static_cast<uint64_t>(op.reduce_op) : 0});
+  return (count << 24) | (h & 0xFFFFFFu);
+}
+
+std::string describe_arguments(const pg_backend_op_t& op, const Plan& plan) {
+  if (op.op == PG_OP_BARRIER) return "no arguments";
+  std::string text = std::string(dtype_name(plan.dtype)) + " x " + std::to_string(plan.n);
+  if (reducing(op.op)) text += std::string(", ") + reduce_op_name(op.reduce_op);
+  if (rooted(op.op)) text += ", root " + std::to_string(op.root);
+  return text;
 }
 
 }  // namespace procgroup::gloo_backend

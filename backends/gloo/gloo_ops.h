@@ -1,17 +1,16 @@
 // gloo_ops.h — maps procgroup operations onto Gloo's collectives and unbound buffers.
 //
-// run_collective() and post_p2p() run on the group's worker thread, after validate_op()
+// run_collective() runs on the group's worker thread, after validate_op()
 // (gloo_plan.h) accepted the operation, and throw Gloo's exceptions, which the group turns
 // into statuses:
 //
 //   OpEnv env{context, host, rank, size, tag, remaining, AllreduceChoice::kAuto};
 //   st = run_collective(env, op);                 // blocking
-//   auto buf = post_p2p(env, op);                 // send/recv: posted, wait on buf later
+// Send/recv live in gloo_p2p.h.
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
 
 #include <gloo/context.h>
-#include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
 #include <cstdint>
@@ -45,15 +44,15 @@ struct OpEnv {
 // internal failures.
 Status run_collective(const OpEnv& env, const pg_backend_op_t& op);
 
-// Posts a send or recv on an unbound buffer and returns it; the caller waits with
-// waitSend/waitRecv. Matching is by (peer, slot) in posting order.
-std::unique_ptr<gloo::transport::UnboundBuffer> post_p2p(const OpEnv& env,
-                                                         const pg_backend_op_t& op);
+// The Gloo tag of a group's count-th collective: 8 bits of count, then 24 bits of a hash
+// of what every rank must pass alike (op, dtype, count per rank, root, reduce op). Ranks
+// that disagree use different slots, so their messages never meet: none can receive more
+// than it posted (Gloo would abort the process) or less (a silently wrong result); they
+// time out instead, and the message says what this rank passed.
+uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& plan);
 
-// The gloo slot of a send/recv tag: tag with the top bit flipped. This is a bijection,
-// and it stays clear of Gloo's collective slots (prefixes 0x01..0x08 in the top byte)
-// for every tag below 2^63 + 2^56, which covers user tags and the core's 2^62 range.
-inline uint64_t p2p_slot(uint64_t tag) { return tag ^ (uint64_t{1} << 63); }
+// "f32 x 1000, sum, root 0": this rank's arguments, for messages.
+std::string describe_arguments(const pg_backend_op_t& op, const Plan& plan);
 
 }  // namespace procgroup::gloo_backend
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "gloo_dtype.h"
+#include "gloo_p2p.h"
 
 namespace procgroup::gloo_backend {
 
@@ -188,6 +189,9 @@ Status validate_op(const pg_backend_op_t& op, int rank, int size) {
     if (op.peer < 0 || op.peer >= size) {
       return invalid(op, "peer " + std::to_string(op.peer) + " is outside the group of " +
                              std::to_string(size));
+    }
+    if (!p2p_tag_allowed(op.tag)) {
+      return invalid(op, "tag " + std::to_string(op.tag) + " is reserved");
     }
     if (op.peer == rank) {
       return Status::error(PG_ERR_UNSUPPORTED, op_label(op) +

@@ -10,7 +10,7 @@ namespace {
 std::string describe(pg_status_t status) {
   switch (status) {
     case PG_ERR_TIMEOUT: return "timed out";
-    case PG_ERR_STORE: return "store unreachable or bad reply";
+    case PG_ERR_STORE: return "store unreachable or bad reply (rank 0 hosts it: is it alive?)";
     case PG_ERR_AUTH: return "store authentication failed";
     case PG_ERR_OUT_OF_MEMORY: return "out of memory";
     default: return "store error " + std::to_string(status);
@@ -39,8 +39,8 @@ std::vector<char> StoreAdapter::fetch(const std::string& key, std::chrono::milli
                                      std::max<int64_t>(timeout.count(), 0), &value, &length);
   if (st != PG_OK) {
     if (value != nullptr) store_->free_value(store_->ctx, value);
-    throw StoreError(st, "store get of '" + full + "' failed after " +
-                             std::to_string(timeout.count()) + " ms: " + describe(st));
+    throw StoreError(st, "store get of '" + full + "' (waiting up to " +
+                             std::to_string(timeout.count()) + " ms) failed: " + describe(st));
   }
   std::vector<char> out;
   if (length > 0 && value != nullptr) {

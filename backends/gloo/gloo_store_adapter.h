@@ -43,10 +43,10 @@ class StoreAdapter : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
-
- private:
+  // get() with its own bound.
   std::vector<char> fetch(const std::string& key, std::chrono::milliseconds timeout);
 
+ private:
   const pg_host_store_t* store_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;

@@ -11,8 +11,6 @@
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
 
-#include <gloo/transport/unbound_buffer.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -20,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "gloo_p2p.h"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::gloo_backend {
@@ -45,7 +44,7 @@ class Work {
   pg_status_t wait(int64_t timeout_ms, std::string* message) const;
 
   // A posted send/recv, owned by the thread that waits on it.
-  std::unique_ptr<gloo::transport::UnboundBuffer> p2p;
+  std::unique_ptr<P2pTransfer> p2p;
 
  private:
   const pg_backend_op_t op_;

@@ -1,0 +1,47 @@
+// gloo_mesh.h — connects a group's full mesh of Gloo pairs through the host store, and
+// names the rank at fault when that fails.
+//
+// Gloo's own connectFullMesh() reports "connect [10.0.0.7]:41234: Connection refused" or a
+// store timeout without saying which rank it was waiting for, and it returns as soon as
+// each socket is connected, even if the peer died a moment later. This does the same
+// exchange (each rank publishes its pairs' addresses under its rank, then connects to
+// every other rank's) one rank at a time, so every failure names its rank, and then
+// checks each connection end to end with a one-byte exchange, so a rank that died during
+// the rendezvous fails group creation on every survivor instead of their first collective.
+//
+//   auto context = std::make_shared<MeshContext>(rank, size);
+//   context->setTimeout(timeout);
+//   Status st = context->connect_mesh(store, device);   // PG_OK, or the rank at fault
+#ifndef PROCGROUP_BACKENDS_GLOO_GLOO_MESH_H_
+#define PROCGROUP_BACKENDS_GLOO_GLOO_MESH_H_
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/device.h>
+
+#include <chrono>
+#include <memory>
+
+#include "gloo_plan.h"
+#include "gloo_store_adapter.h"
+
+namespace procgroup::gloo_backend {
+
+// The p2p slot of the connection check; reserved (gloo_p2p.h refuses its tag).
+inline constexpr uint64_t kMeshCheckSlot = ~uint64_t{0} - 2;
+
+class MeshContext : public gloo::rendezvous::Context {
+ public:
+  MeshContext(int my_rank, int group_size) : gloo::rendezvous::Context(my_rank, group_size) {}
+
+  // Blocks up to the context's timeout. Failures: PG_ERR_TIMEOUT (a rank did not join or
+  // answer), PG_ERR_PEER_LOST (a connection failed), or the store's status.
+  Status connect_mesh(StoreAdapter& store, std::shared_ptr<gloo::transport::Device>& device);
+
+ private:
+  struct Failures;
+  void check_connections(Failures& failures, std::chrono::steady_clock::time_point deadline);
+};
+
+}  // namespace procgroup::gloo_backend
+
+#endif  // PROCGROUP_BACKENDS_GLOO_GLOO_MESH_H_
