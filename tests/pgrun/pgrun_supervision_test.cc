@@ -48,6 +48,21 @@ TEST(PgrunSupervision, FirstFailureDecidesTheExitCode) {
   EXPECT_EQ(read_file(dir.path() / "signal.2"), "15");
 }
 
+TEST(PgrunSupervision, StoppedRankIsContinuedSoItActsOnSigtermAtOnce) {
+  // Rank 2 SIGSTOPs itself; a second later rank 1 fails. A stopped process acts on SIGTERM
+  // only once continued: without pgrun's SIGCONT it would sit out the 20 s grace and die of
+  // SIGKILL instead of catching SIGTERM.
+  TempDir dir;
+  const ProcessResult r =
+      run({PGRUN_PATH, "--kill-grace", "20", "--nproc-per-node", "3", PGRUN_PROBE_PATH, "catch",
+           dir.str(), "4", "ready", dir.str(), "wait-ready", dir.str(), "3", "kill-if", "2",
+           std::to_string(SIGSTOP), "sleep", "1", "exit-if", "1", "3", "sleep", "30"},
+          45);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_EQ(read_file(dir.path() / "signal.2"), "15");
+}
+
 TEST(PgrunSupervision, RankKilledBySignalGives128PlusSignal) {
   const ProcessResult r = run(
       {PGRUN_PATH, "--nproc-per-node", "2", PGRUN_PROBE_PATH, "kill-if", "1", "9", "sleep", "30"},

@@ -17,6 +17,7 @@
 #include "output_prefixer.h"
 #include "signal_fd.h"
 #include "spawn.h"
+#include "store_token.h"
 #include "unique_fd.h"
 
 namespace procgroup::pgrun {
@@ -125,6 +126,13 @@ void Supervisor::start_ranks() {
   const bool share_stdin = ::isatty(STDIN_FILENO) == 0;
   const int world_size = options_.nnodes * options_.nproc_per_node;
   ranks_.resize(static_cast<std::size_t>(options_.nproc_per_node));
+  const TokenDecision token = decide_store_token(options_);
+  if (!token.note.empty()) say("note: " + token.note);
+  if (!token.error.empty()) {
+    say(token.error);
+    exit_code_ = 1;
+    return;
+  }
 
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     Rank& rank = ranks_[static_cast<std::size_t>(local)];
@@ -133,7 +141,7 @@ void Supervisor::start_ranks() {
 
     SpawnRequest request;
     request.argv = options_.command;
-    request.env = environment_with({
+    std::vector<std::string> overrides{
         "RANK=" + std::to_string(rank.rank),
         "WORLD_SIZE=" + std::to_string(world_size),
         "LOCAL_RANK=" + std::to_string(local),
@@ -142,7 +150,9 @@ void Supervisor::start_ranks() {
         "NODE_RANK=" + std::to_string(options_.node_rank),
         "MASTER_ADDR=" + options_.master_addr,
         "MASTER_PORT=" + std::to_string(master_port_),
-    });
+    };
+    if (!token.env_entry.empty()) overrides.push_back(token.env_entry);
+    request.env = environment_with(overrides);
     request.signal_mask = &signals_.original_mask();
     if (local != 0 || !share_stdin) request.stdin_fd = dev_null.get();
 
@@ -257,6 +267,9 @@ void Supervisor::begin_stop(int sig) {
   kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(options_.kill_grace_s));
   signal_groups(sig);
+  // A stopped rank (SIGSTOP, a debugger detached badly) only acts on SIGTERM once it runs
+  // again; without SIGCONT it would cost the whole kill grace.
+  signal_groups(SIGCONT);
 }
 
 void Supervisor::signal_groups(int sig) {

@@ -20,6 +20,10 @@ constexpr std::string_view kFooter = R"(Each rank gets, besides pgrun's own envi
   LOCAL_WORLD_SIZE  nproc_per_node
   GROUP_RANK, NODE_RANK   node_rank
   MASTER_ADDR, MASTER_PORT
+  PROCGROUP_STORE_TOKEN   with --store-token auto (the default) on a single node, a fresh
+                    random secret unless the environment has one: only this job's ranks
+                    can use rank 0's rendezvous store. It is never printed. On several
+                    nodes, set it yourself to the same value on every node.
 
 Each rank runs in its own process group; a signal is sent to the whole group, so the rank's
 own children stop with it. Rank 0 reads pgrun's stdin unless it is a terminal; the other
@@ -141,6 +145,13 @@ ParsedOptions parse_options(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
+  std::string token_mode = "auto";
+  app.add_option("--store-token,--store_token", token_mode,
+                 "auto: give a single-node job a random PROCGROUP_STORE_TOKEN unless one is set; "
+                 "off: never generate one")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -151,6 +162,7 @@ ParsedOptions parse_options(int argc, char** argv) {
   }
 
   if (port_option->count() > 0) options.master_port = master_port;
+  options.store_token = token_mode == "off" ? StoreTokenMode::kOff : StoreTokenMode::kAuto;
   if (standalone && options.nnodes != 1) {
     return usage_error("--standalone runs a single node, but --nnodes is " +
                        std::to_string(options.nnodes));

@@ -13,6 +13,9 @@
 
 namespace procgroup::pgrun {
 
+// --store-token: auto generates a secret for a single-node job without one; off never does.
+enum class StoreTokenMode { kAuto, kOff };
+
 struct Options {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -21,6 +24,7 @@ struct Options {
   std::optional<int> master_port;  // unset: pick a free one (single node only)
   bool prefix_output = true;
   double kill_grace_s = 5.0;
+  StoreTokenMode store_token = StoreTokenMode::kAuto;
   std::vector<std::string> command;  // the program, then its arguments
 };
 
