@@ -57,6 +57,8 @@ bool native_ok(const Plugin& p, const OpArgs& a) {
 
 Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
   Route route{Route::kNative, args, false};
+  // A barrier moves no user data, so it has no device of its own to check.
+  if (args.op == PG_OP_BARRIER && native_ok(p, args)) return route;
   if (!has_bit(p.devices, args.device))
     return make_error(PG_ERR_UNSUPPORTED, "backend '{}' does not handle {} buffers{}", p.name,
                       device_name(args.device),

@@ -62,9 +62,22 @@ Status compare_fingerprints(std::span<const Fingerprint> all) {
 Status check_fingerprints(GroupState& group, const OpArgs& args, uint64_t seq,
                           Deadline deadline) {
   const Plugin& p = group.plugin();
-  if (p.ops->send == nullptr || p.ops->recv == nullptr) return ok_status();  // cannot check
   Fingerprint mine = fingerprint_of(args, seq);
   std::vector<Fingerprint> all(static_cast<size_t>(group.size()));
+  if (!group.takes_cpu_buffers() || p.ops->send == nullptr || p.ops->recv == nullptr) {
+    // No CPU send/recv to carry it (nccl takes device memory only): use the store.
+    auto gathered = group.store_allgather(
+        "fingerprint", seq, {reinterpret_cast<const uint8_t*>(&mine), sizeof(mine)}, deadline);
+    if (!gathered.ok())
+      return gathered.status().with_context("PROCGROUP_DEBUG=detail fingerprint check");
+    for (size_t r = 0; r < all.size(); ++r) {
+      if ((*gathered)[r].size() != sizeof(Fingerprint))
+        return make_error(PG_ERR_STORE, "PROCGROUP_DEBUG=detail: rank {} sent a malformed "
+                                        "fingerprint", r);
+      std::memcpy(&all[r], (*gathered)[r].data(), sizeof(Fingerprint));
+    }
+    return compare_fingerprints(all);
+  }
   BackendTransport transport(group, seq, deadline);
   CollectiveArgs c;
   c.input = &mine;

@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/fallback_runner.h"
@@ -56,6 +58,13 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   FallbackRunner& runner() { return runner_; }
   FlightRecorder& recorder() { return recorder_; }
   bool debug_detail() const { return diagnostics_.debug_detail; }
+  // Whether the backend takes CPU buffers; when not (nccl), the core's own metadata
+  // exchanges go through store_allgather instead of a CPU collective.
+  bool takes_cpu_buffers() const;
+  // Collective: every rank's bytes for round `index` of `purpose` (rounds numbered from 1,
+  // called in the same order on every rank), through the rendezvous store.
+  Result<std::vector<Bytes>> store_allgather(std::string_view purpose, uint64_t index,
+                                             std::span<const uint8_t> mine, Deadline deadline);
 
   // PG_ERR_ABORTED naming the first failure if the group has failed, else OK.
   Status check_not_failed();

@@ -1,7 +1,10 @@
-// pg_group_split: ranks exchange (color, key) over the parent, each color becomes a
+// pg_group_split: ranks exchange (color, key) over the parent (through the store when the
+// backend takes no CPU buffers), each color becomes a
 // group ordered by (key, parent rank), and the backend creates it through the same store
 // under a group id every member derives identically.
 #include <algorithm>
+#include <cstring>
+#include <span>
 
 #include "core/dispatch.h"
 #include "core/group.h"
@@ -19,15 +22,29 @@ Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
 
   std::vector<int32_t> mine{color, key};
   std::vector<int32_t> all(2 * static_cast<size_t>(size()));
-  pg_buffer_t in = pg_buffer_cpu(mine.data(), 2, PG_DTYPE_I32);
-  pg_buffer_t out = pg_buffer_cpu(all.data(), all.size(), PG_DTYPE_I32);
-  pg_op_options_t options = PG_OP_OPTIONS_INIT;
-  PG_ASSIGN_OR_RETURN(OpArgs args,
-                      make_op_args(PG_OP_ALLGATHER, &in, &out, options, rank(), size()));
-  std::shared_ptr<WorkState> work;
-  PG_RETURN_IF_ERROR(submit_op(*this, args, &work));
-  PG_RETURN_IF_ERROR(
-      work->wait(Deadline::never()).with_context("pg_group_split: exchanging colors"));
+  if (takes_cpu_buffers()) {
+    pg_buffer_t in = pg_buffer_cpu(mine.data(), 2, PG_DTYPE_I32);
+    pg_buffer_t out = pg_buffer_cpu(all.data(), all.size(), PG_DTYPE_I32);
+    pg_op_options_t options = PG_OP_OPTIONS_INIT;
+    PG_ASSIGN_OR_RETURN(OpArgs args,
+                        make_op_args(PG_OP_ALLGATHER, &in, &out, options, rank(), size()));
+    std::shared_ptr<WorkState> work;
+    PG_RETURN_IF_ERROR(submit_op(*this, args, &work));
+    PG_RETURN_IF_ERROR(
+        work->wait(Deadline::never()).with_context("pg_group_split: exchanging colors"));
+  } else {
+    auto bytes = std::as_bytes(std::span(mine));
+    auto gathered = store_allgather(
+        "split", split_index,
+        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+        Deadline::after(timeout_));
+    if (!gathered.ok()) return gathered.status().with_context("pg_group_split: exchanging colors");
+    for (int r = 0; r < size(); ++r) {
+      if ((*gathered)[r].size() != sizeof(int32_t) * 2)
+        return make_error(PG_ERR_STORE, "pg_group_split: rank {} sent a malformed color", r);
+      std::memcpy(&all[2 * static_cast<size_t>(r)], (*gathered)[r].data(), sizeof(int32_t) * 2);
+    }
+  }
   if (color == PG_SPLIT_NO_COLOR) return std::shared_ptr<GroupState>();
 
   std::vector<std::pair<int32_t, int>> members;  // (key, parent rank)
