@@ -22,6 +22,20 @@ constexpr auto kControlNoticeLimit = std::chrono::milliseconds(50);
 constexpr auto kDrainLimit = std::chrono::seconds(2);
 constexpr auto kShortDrain = std::chrono::milliseconds(300);
 
+// The ranks op still expects a message from: "rank 1", "ranks 0, 2", or "".
+std::string waited_ranks(const Op& op) {
+  std::map<int, bool> peers;
+  for (const Io* io = op.ios; io != nullptr; io = io->next_in_op()) {
+    io->for_each_pending([&](int peer, bool is_recv) {
+      if (is_recv) peers[peer] = true;
+    });
+  }
+  std::string list;
+  for (const auto& entry : peers) list += (list.empty() ? "" : ", ") + std::to_string(entry.first);
+  if (list.empty()) return list;
+  return (peers.size() == 1 ? "rank " : "ranks ") + list;
+}
+
 }  // namespace
 
 // ---- Callbacks (inside ucp_worker_progress: record only) --------------------------------
@@ -77,8 +91,13 @@ void UcxGroup::handle_control() {
       // only end by its timeout.
       departed_[source] = 1;
     } else if (kind == kControlNotice && !broken_) {
-      break_group(code == PG_ERR_PEER_LOST ? PG_ERR_PEER_LOST : PG_ERR_ABORTED,
-                  who + " failed: " + text, false);
+      // A peer's lost peer, timeout or count mismatch is this rank's too: its running
+      // operations cannot complete for the same reason (as on gloo, where every rank sees
+      // the timeout itself). group_abort and internal errors elsewhere are aborts here.
+      const bool same =
+          code == PG_ERR_PEER_LOST || code == PG_ERR_TIMEOUT || code == PG_ERR_MISMATCH;
+      break_group(same ? static_cast<pg_status_t>(code) : PG_ERR_ABORTED, who + " failed: " + text,
+                  false);
     }
   }
   post_control_recv();
@@ -184,13 +203,22 @@ void UcxGroup::break_group(pg_status_t code, const std::string& reason, bool tel
   drain_until_ = Clock::now() + kDrainLimit;
   log(code == PG_ERR_ABORTED ? PG_LOG_INFO : PG_LOG_ERROR,
       "group '" + group_id_ + "' broken: " + reason);
-  // Peer loss and backend errors reach every running work as they are; anything else
-  // aborts the works that did not fail themselves.
-  const bool keep = code == PG_ERR_PEER_LOST || code == PG_ERR_BACKEND;
+  // A lost peer, a timeout, a count mismatch or a backend error stops every running work
+  // for the same reason: each fails with that status. Anything else aborts them.
+  const bool keep = code == PG_ERR_PEER_LOST || code == PG_ERR_BACKEND || code == PG_ERR_TIMEOUT ||
+                    code == PG_ERR_MISMATCH;
   for (Op* op = ops_; op != nullptr; op = op->next) {
     if (!op->failure.ok()) continue;
-    op->failure = keep ? Status::error(code, op_label(op->desc) + ": " + reason)
-                       : Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + reason);
+    if (!keep) {
+      op->failure = Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + reason);
+    } else if (code == PG_ERR_TIMEOUT) {
+      // Another operation's timeout (here or on a peer): say whom this one waited for.
+      const std::string waited = waited_ranks(*op);
+      op->failure = Status::error(code, op_label(op->desc) + ": timed out: " + reason +
+                                            (waited.empty() ? "" : "; waiting here for " + waited));
+    } else {
+      op->failure = Status::error(code, op_label(op->desc) + ": " + reason);
+    }
   }
   if (tell_peers) notify_peers(kControlNotice, code, reason);
   for (Op* op = ops_; op != nullptr; op = op->next) {

@@ -39,6 +39,8 @@ UcxGroup::UcxGroup(const pg_backend_group_config_t& config, const pg_host_servic
       local_size_(config.local_size),
       timeout_(clamped(config.timeout_ms)),
       group_id_(config.group_id != nullptr ? config.group_id : ""),
+      master_addr_(config.master_addr != nullptr && *config.master_addr != '\0' ? config.master_addr
+                                                                                : "MASTER_ADDR"),
       tuning_(Tuning::from_env()),
       spin_us_(tuning_.spin_us) {}
 
@@ -77,9 +79,12 @@ Status UcxGroup::connect() {
   watch_local_peers();
   const std::string address = worker_.address();
   if (address.empty()) return Status::error(PG_ERR_BACKEND, where + ": no worker address");
-  st = Status{store_->set(store_->ctx, address_key(rank_).c_str(), address.data(), address.size()),
-              ""};
-  if (!st.ok()) return Status::error(st.code, where + ": publishing the worker address failed");
+  const pg_status_t set =
+      store_->set(store_->ctx, address_key(rank_).c_str(), address.data(), address.size());
+  if (set != PG_OK) {
+    return Status::error(
+        set, where + ": " + store_failure(set, "publishing the worker address", "").message);
+  }
   eps_.assign(size_, nullptr);
   addresses_.assign(size_, std::string());
   addresses_[rank_] = address;
@@ -136,10 +141,8 @@ Status UcxGroup::fetch_address(int peer, std::string* address) {
   const pg_status_t st =
       store_->get(store_->ctx, address_key(peer).c_str(), timeout_.count(), &value, &length);
   if (st != PG_OK) {
-    return Status::error(
-        st, st == PG_ERR_TIMEOUT
-                ? "rank " + std::to_string(peer) + " never published its UCX address"
-                : "reading rank " + std::to_string(peer) + "'s UCX address from the store failed");
+    return store_failure(st, "reading rank " + std::to_string(peer) + "'s UCX address",
+                         "rank " + std::to_string(peer) + " never published its UCX address");
   }
   addresses_[peer].assign(static_cast<const char*>(value), length);
   store_->free_value(store_->ctx, value);

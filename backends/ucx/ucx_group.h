@@ -17,10 +17,12 @@
 //   worker and sleeps in epoll on UCX's event fd (no core burnt on a slow peer);
 // - a progress thread polls (blocking on the event fd, never spinning) only for operations
 //   nobody waits on, and otherwise sleeps; it also ticks UCX's housekeeping and timeouts.
-// Failure model (ucx_failure.cc): a lost peer, a UCX error, a timeout or abort breaks the
-// group: running works fail (PG_ERR_PEER_LOST / PG_ERR_BACKEND / PG_ERR_TIMEOUT /
-// PG_ERR_ABORTED, naming op, seq and peer), receives are cancelled, endpoints force-closed,
-// the other ranks get a notice so they fail at once, later submissions fail fast.
+// Failure model (ucx_failure.cc): a lost peer, a UCX error, a timeout, a collective's count
+// mismatch or abort breaks the group: running works fail (PG_ERR_PEER_LOST / PG_ERR_BACKEND /
+// PG_ERR_TIMEOUT / PG_ERR_MISMATCH, the same on the ranks a notice reaches; PG_ERR_ABORTED
+// for abort), naming op, seq and peer; receives are cancelled, endpoints force-closed, the
+// other ranks get a notice so they fail at once, later submissions fail fast. A recv of
+// another size fails alone (the message was consumed whole).
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_GROUP_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_GROUP_H_
 
@@ -109,6 +111,9 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   int64_t block_us(Clock::time_point now, Clock::time_point until) const;
 
   // ucx_peers.cc
+  // A store call failed: the status as it came, and a message that blames the right one
+  // (a timeout: `missing`, the peer's key never appeared; else the store on rank 0).
+  Status store_failure(pg_status_t st, const std::string& doing, const std::string& missing) const;
   Status discover_hosts();
   Status read_host(int peer);
   void watch_if_local(int peer);
@@ -141,6 +146,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   const int local_size_;
   const std::chrono::milliseconds timeout_;
   const std::string group_id_;
+  const std::string master_addr_;  // where the store listens (for messages)
   const Tuning tuning_;
 
   mutable std::mutex mu_;

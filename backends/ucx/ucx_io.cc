@@ -18,6 +18,30 @@ std::string describe(bool is_recv, size_t bytes, int peer) {
          (is_recv ? "from" : "to") + " rank " + std::to_string(peer);
 }
 
+// How a completed request ended: UCX's status, and for a receive whether the message had
+// the size this rank expected (ranks that passed different counts). UCX reports a larger
+// message as truncated (it wrote nothing past the buffer) and a smaller one as a short
+// length; either is PG_ERR_MISMATCH naming both sizes.
+Status outcome(bool is_recv, ucs_status_t status, uint64_t length, uint64_t expected, int peer) {
+  const std::string who = "rank " + std::to_string(peer);
+  const bool truncated = status == UCS_ERR_MESSAGE_TRUNCATED;
+  if (is_recv && (truncated || (status == UCS_OK && expected != kAnySize && length != expected))) {
+    const std::string sent = length != kAnySize && length != expected
+                                 ? std::to_string(length) + " bytes"
+                                 : "more than " + std::to_string(expected) + " bytes";
+    return Status::error(PG_ERR_MISMATCH, "recv of " + std::to_string(expected) + " bytes from " +
+                                              who + ": " + who + " sent " + sent +
+                                              " (the ranks passed different counts)");
+  }
+  if (status == UCS_OK) return {};
+  if (status == UCS_ERR_CANCELED) {
+    return Status::error(PG_ERR_ABORTED,
+                         (is_recv ? "recv from " : "send to ") + who + ": cancelled");
+  }
+  return Status::error(status_of(status), (is_recv ? "recv from " : "send to ") + who + ": " +
+                                              ucs_status_string(status));
+}
+
 }  // namespace
 
 // The op's list of Ios with outstanding requests.
@@ -73,7 +97,7 @@ void Io::send_tagged(int peer, const void* data, size_t bytes, uint64_t tag) {
 }
 
 void Io::recv_tagged(int peer, void* data, size_t bytes, uint64_t tag) {
-  post(true, peer, data, bytes, tag, kAnySize);
+  post(true, peer, data, bytes, tag, bytes);
 }
 
 void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, uint64_t expected,
@@ -93,21 +117,13 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, ui
     ucp_ep_h ep = nullptr;
     Status st = group->endpoint(peer, false, &ep);
     if (!st.ok()) return fail(st.code, describe(true, bytes, peer) + ": " + st.message);
-    // UCX 1.13 leaves recv_info unfilled on immediate completion: a length it did not
-    // write is not checked.
-    ucp_tag_recv_info_t info{};
-    info.length = kAnySize;
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
-    param.recv_info.tag_info = &info;
+    // UCX 1.13 does not fill recv_info when a waiting message completes the receive inside
+    // this call: denying immediate completion makes it report every length to on_recv.
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = &Io::on_recv;
     request = ucp_tag_recv_nbx(group->worker(), data, bytes, tag, tags::kFullMask, &param);
-    if (request == nullptr) {
-      if (expected != kAnySize && info.length != kAnySize && info.length != expected) {
-        fail(PG_ERR_MISMATCH, describe(true, bytes, peer) + ": the sender sent " +
-                                  std::to_string(info.length) + " bytes");
-      }
-      return;  // completed at once (the message was waiting)
-    }
+    if (request == nullptr)
+      return fail(PG_ERR_BACKEND, describe(true, bytes, peer) + ": UCX completed it unreported");
   } else {
     ucp_ep_h ep = nullptr;
     Status st = group->endpoint(peer, true, &ep);
@@ -121,13 +137,8 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, ui
     return fail(status_of(st), describe(is_recv, bytes, peer) + ": " + ucs_status_string(st));
   }
   if (request == early_.request) {  // completed and released inside the call
-    if (early_.status != UCS_OK) {
-      fail(early_.status == UCS_ERR_MESSAGE_TRUNCATED ? PG_ERR_MISMATCH : status_of(early_.status),
-           describe(is_recv, bytes, peer) + ": " + ucs_status_string(early_.status));
-    } else if (is_recv && expected != kAnySize && early_.length != expected) {
-      fail(PG_ERR_MISMATCH, describe(true, bytes, peer) + ": the sender sent " +
-                                std::to_string(early_.length) + " bytes");
-    }
+    Status st = outcome(is_recv, early_.status, early_.length, expected, peer);
+    if (!st.ok()) fail(st.code, std::move(st.message));
     early_ = Early{};
     return;
   }
@@ -201,7 +212,9 @@ void Io::on_send(void* request, ucs_status_t status, void* user_data) {
 
 void Io::on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                  void* user_data) {
-  finish(request, status, status == UCS_OK && info != nullptr ? info->length : kAnySize, user_data);
+  // A truncated message's length is the sender's (UCX wrote only what fitted).
+  const bool sized = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
+  finish(request, status, sized && info != nullptr ? info->length : kAnySize, user_data);
 }
 
 void Io::finish(void* request, ucs_status_t status, uint64_t length, void* user_data) {
@@ -214,19 +227,8 @@ void Io::finish(void* request, ucs_status_t status, uint64_t length, void* user_
   }
   Io* io = slot->io;
   if (io != nullptr) {
-    if (status != UCS_OK) {
-      const char* why = status == UCS_ERR_CANCELED ? "cancelled" : ucs_status_string(status);
-      const pg_status_t code =
-          status == UCS_ERR_MESSAGE_TRUNCATED ? PG_ERR_MISMATCH : status_of(status);
-      std::string text =
-          (slot->is_recv ? "recv from rank " : "send to rank ") + std::to_string(slot->peer);
-      if (status == UCS_ERR_MESSAGE_TRUNCATED) text += ": the sender sent more than expected";
-      io->fail(status == UCS_ERR_CANCELED ? PG_ERR_ABORTED : code, text + ": " + why);
-    } else if (slot->is_recv && slot->expected != kAnySize && length != slot->expected) {
-      io->fail(PG_ERR_MISMATCH, "recv of " + std::to_string(slot->expected) + " bytes from rank " +
-                                    std::to_string(slot->peer) + ": the sender sent " +
-                                    std::to_string(length) + " bytes");
-    }
+    Status st = outcome(slot->is_recv, status, length, slot->expected, slot->peer);
+    if (!st.ok()) io->fail(st.code, std::move(st.message));
     io->detach(slot);
   }
   if (!slot->is_recv) op->group->count_sends(-1);

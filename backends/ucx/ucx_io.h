@@ -33,7 +33,7 @@ struct RequestSlot {
            // through init_slot; finish() clears it again before releasing)
   RequestSlot* prev;
   RequestSlot* next;
-  uint64_t expected;  // receives: the exact size required; UINT64_MAX: any size
+  uint64_t expected;  // receives: the exact size required (sends: UINT64_MAX)
   int32_t peer;
   bool is_recv;
 };
@@ -53,7 +53,7 @@ class Io {
   // A collective receive of into->bytes that reduces into into->dst as UCX unpacks it
   // (ucx_recv_reduce.h); *into must stay put until the receive completed.
   void recv_reduce(int peer, ReduceInto* into, uint64_t step);
-  // Point-to-point messages with a ready-made UCP tag; recv takes up to `bytes`.
+  // Point-to-point messages with a ready-made UCP tag; recv, too, must get exactly `bytes`.
   void send_tagged(int peer, const void* data, size_t bytes, uint64_t tag);
   void recv_tagged(int peer, void* data, size_t bytes, uint64_t tag);
 

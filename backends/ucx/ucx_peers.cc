@@ -39,15 +39,34 @@ std::string host_key(int rank) { return "ucx/host/" + std::to_string(rank); }
 
 }  // namespace
 
+Status UcxGroup::store_failure(pg_status_t st, const std::string& doing,
+                               const std::string& missing) const {
+  // A key that never appeared is the peer's fault; any other failure is the store's, which
+  // rank 0 hosts: blaming the peer whose key we wanted would send the user the wrong way.
+  if (st == PG_ERR_TIMEOUT && !missing.empty()) {
+    return Status::error(st, missing + " within " + std::to_string(timeout_.count()) +
+                                 " ms (not started, stuck, or dead)");
+  }
+  const std::string store = "the store at " + master_addr_ + " (hosted by rank 0)";
+  std::string why;
+  switch (st) {
+    case PG_ERR_STORE: why = store + " went away or cannot be reached: is rank 0 alive?"; break;
+    case PG_ERR_AUTH: why = store + " refused this rank's PROCGROUP_STORE_TOKEN"; break;
+    case PG_ERR_TIMEOUT: why = store + " did not answer in time"; break;
+    default: why = store + " failed with status " + std::to_string(st); break;
+  }
+  return Status::error(st, doing + " failed: " + why);
+}
+
 Status UcxGroup::discover_hosts() {
   pids_.assign(size_, 0);
   processes_.resize(size_);
   host_known_.assign(size_, 0);
   identity_ = host_identity();
   const std::string value = identity_ + "\n" + std::to_string(::getpid());
-  if (store_->set(store_->ctx, host_key(rank_).c_str(), value.data(), value.size()) != PG_OK) {
-    return Status::error(PG_ERR_STORE, "publishing this rank's host identity failed");
-  }
+  const pg_status_t set =
+      store_->set(store_->ctx, host_key(rank_).c_str(), value.data(), value.size());
+  if (set != PG_OK) return store_failure(set, "publishing this rank's host identity", "");
   // Above connect_all_max, reading every identity would cost size store reads per rank: such
   // groups trust the launcher's LOCAL_WORLD_SIZE and look a peer up when first connecting.
   if (size_ > tuning_.connect_all_max) {
@@ -70,7 +89,8 @@ Status UcxGroup::read_host(int peer) {
   const pg_status_t st =
       store_->get(store_->ctx, host_key(peer).c_str(), timeout_.count(), &data, &length);
   if (st != PG_OK) {
-    return Status::error(st, "rank " + std::to_string(peer) + " never published its host");
+    return store_failure(st, "reading rank " + std::to_string(peer) + "'s host identity",
+                         "rank " + std::to_string(peer) + " never published its host identity");
   }
   const std::string theirs(static_cast<const char*>(data), length);
   store_->free_value(store_->ctx, data);

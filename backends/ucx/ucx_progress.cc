@@ -69,13 +69,29 @@ void UcxGroup::run_ready() {
 
 void UcxGroup::settle(Op* op) {
   if (!op->task_done && op->task.done()) {
-    op->task_done = true;
     const Status& result = op->task.result();
-    // Any failure of a started operation breaks the group (its peers may be stuck mid-way).
+    // Any failure of a started operation breaks the group (its peers may be stuck mid-way),
+    // except a recv that got a message of another size: UCX consumed all of it and the
+    // sender's send completed, so both ranks are still in step.
+    const bool contained = op->desc.op == PG_OP_RECV && result.code == PG_ERR_MISMATCH;
+    if (!result.ok() && !broken_ && !contained) {
+      // Our failure may be the consequence of a peer's (it broke the group and left): its
+      // notice, if already here, names the cause and wins.
+      for (int i = 0; i < 16 && ucp_worker_progress(worker_.get()) != 0; ++i) {
+      }
+      if (control_arrived_) {
+        control_arrived_ = false;
+        handle_control();
+      }
+    }
+    // Only now: requests of this op completed above must not queue it for finalize().
+    op->task_done = true;
     if (!result.ok() && op->failure.ok()) {
       op->failure = Status::error(result.code, op_label(op->desc) + ": " + result.message);
     }
-    if (!result.ok() && !broken_) break_group(result.code, op->failure.message, true);
+    if (!result.ok() && !broken_ && !contained) {
+      break_group(result.code, op->failure.message, true);
+    }
   }
   if (op->task_done && op->pending == 0 && !op->finished) finalize(op);
 }

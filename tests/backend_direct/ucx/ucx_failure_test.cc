@@ -95,6 +95,73 @@ TEST(UcxFailure, SilentPeerTimesOutNamingIt) {
   });
 }
 
+// Rank 0's barrier has a short timeout, rank 1's the group's; rank 2 is silent. Rank 1
+// learns of rank 0's timeout from its notice, long before its own: it fails the same way
+// (PG_ERR_TIMEOUT, as on gloo, where each survivor sees the timeout itself), naming the
+// op, its seq and the rank neither heard from.
+TEST(UcxFailure, PeersOfATimedOutRankGetTimeoutToo) {
+  run_world(3, {}, [](RankEnv& env) {
+    if (env.rank == 2) {
+      usleep(3000 * 1000);
+      env.expect(env.run(make_op(PG_OP_BARRIER, absent(), absent())) != PG_OK,
+                 "the silent rank's late barrier fails");
+      return;
+    }
+    OpArgs a;
+    a.timeout_ms = env.rank == 0 ? 500 : 0;
+    const auto t0 = Clock::now();
+    std::string error;
+    const pg_status_t st = env.run(make_op(PG_OP_BARRIER, absent(), absent(), a), &error);
+    env.expect_status(st, PG_ERR_TIMEOUT, "a barrier that rank 2 never joins");
+    env.expect(contains(error, "barrier #1") && contains(error, "waiting for rank 2"),
+               "names op, seq and the rank not heard from: " + error);
+    if (env.rank == 1) {
+      env.expect(contains(error, "rank 0 failed: barrier #1 timed out after 500 ms"),
+                 "quotes rank 0's timeout: " + error);
+    }
+    const double took = seconds_since(t0);
+    env.expect(took > 0.45 && took < 3, "ended after " + std::to_string(took) + " s");
+    Work later = env.start(make_op(PG_OP_BARRIER, absent(), absent()));
+    env.expect_status(later.submit_status(), PG_ERR_ABORTED, "a barrier after the timeout");
+  });
+}
+
+// A store that fails (rank 0, its host, died) is named as the cause, with the status it
+// returned, not the peer whose key was being read; a key that never appears names the peer.
+TEST(UcxFailure, StoreFailuresBlameTheStoreAndMissingKeysThePeer) {
+  WorldOptions options;
+  options.create_group = false;
+  options.timeout_ms = 500;
+  run_world(2, options, [](RankEnv& env) {
+    if (env.rank == 1) return;  // never joins: rank 0's wait for its key times out
+    pg_backend_group_t group = nullptr;
+    pg_status_t st = create_group(*env.ops, *env.store, 0, 2, 500, &group);
+    std::string error = take_error();  // before expect_status, which takes it too
+    env.expect_status(st, PG_ERR_TIMEOUT, "a rank that never published");
+    env.expect(contains(error, "rank 1 never published its host identity within 500 ms"),
+               "names the missing rank: " + error);
+    pg_host_store_t gone = *env.store->get();
+    gone.get = [](void*, const char*, int64_t, void**, uint64_t*) {
+      return pg_status_t{PG_ERR_STORE};
+    };
+    pg_backend_group_config_t c{};
+    c.struct_size = sizeof(c);
+    c.size = 2;
+    c.local_size = 2;
+    c.device_type = -1;
+    c.timeout_ms = 500;
+    c.store = &gone;
+    c.group_id = "gone";
+    c.master_addr = "10.1.2.3";
+    st = env.ops->group_create(&c, &group);
+    error = take_error();
+    env.expect_status(st, PG_ERR_STORE, "a store that went away");
+    env.expect(contains(error, "the store at 10.1.2.3 (hosted by rank 0) went away") &&
+                   !contains(error, "never published"),
+               "blames the store on rank 0: " + error);
+  });
+}
+
 TEST(UcxFailure, AbortFromAnotherThreadEndsWaitsHereAndThere) {
   run_world(2, {}, [](RankEnv& env) {
     int32_t x = 0;
