@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite (what CI runs). Extra arguments go to
-# ctest, e.g. scripts/test.sh -L unit.
+# Sets up, builds and runs the whole test suite (what CI runs): the default build's tests,
+# then the sanitizer and fuzz runs (scripts/ci_sanitizers.sh: ASan+UBSan, TSan, libFuzzer).
+# Extra arguments go to ctest and skip the sanitizer runs, e.g. scripts/test.sh -L unit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-ctest --preset default "$@"
+if (($#)); then
+  exec ctest --preset default "$@"
+fi
+status=0
+start=$SECONDS
+ctest --preset default || status=$?
+echo "== test.sh: default suite took $((SECONDS - start)) s"
+bash scripts/ci_sanitizers.sh || status=1
+exit $status
