@@ -37,7 +37,8 @@ if(NOT DEFINED CMAKE_CUDA_COMPILER)
   set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
 endif()
 enable_language(CUDA)
-set(CMAKE_CUDA_STANDARD 20)
+# CMake 3.25 (bookworm) knows no CUDA20 dialect; .cu files see only C headers and C++17.
+set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
 add_library(procgroup_cuda_runtime INTERFACE)

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "cuda_staging.h"
+
 namespace pgtest {
 namespace {
 
@@ -91,12 +93,38 @@ class Check final : public PendingCheck {
     pg_op_options_t o = PG_OP_OPTIONS_INIT;
     o.reduce_op = c.redop;
     o.root = c.root;
+    if (cuda_mode() && !stage(&in, &out)) return PG_ERR_INTERNAL;
     return function_for(c.op)(group, in_arg, out_arg, &o, &work_);
   }
+
+  // CUDA mode: the host buffers, guards included, copied to the device; the arguments
+  // pointed at the copies.
+  bool stage(pg_buffer_t* in, pg_buffer_t* out) {
+    const int device = cuda_device_for_rank();
+    for (GuardedBuffer* g : {input_.get(), output_.get()}) {
+      if (g == nullptr) continue;
+      mirrors_.push_back(std::make_unique<DeviceMirror>(g->raw(), g->raw_size(), device));
+      if (!mirrors_.back()->error().empty()) {
+        staging_error_ = mirrors_.back()->error();
+        return false;
+      }
+    }
+    for (pg_buffer_t* b : {in, out}) {
+      if (b->data == nullptr) continue;
+      for (auto& m : mirrors_)
+        if (m->contains(b->data)) b->data = m->translate(b->data);
+      b->device_type = PG_DEVICE_CUDA;
+      b->device_index = device;
+    }
+    return true;
+  }
+  const std::string& staging_error() const { return staging_error_; }
 
   std::string verify() override {
     const CollectiveCase& c = case_;
     const std::string where = "rank " + std::to_string(rank_) + ": ";
+    for (auto& m : mirrors_)
+      if (!m->download()) return where + m->error();
     if ((input_ && !input_->guards_intact()) || (output_ && !output_->guards_intact()))
       return where + "bytes just outside a buffer were overwritten";
     if (!original_input_.empty() && !input_->same_as(original_input_))
@@ -138,11 +166,21 @@ class Check final : public PendingCheck {
   bool output_is_input_ = false, output_in_input_ = false;
   std::unique_ptr<GuardedBuffer> input_, output_;
   std::vector<uint8_t> original_input_;
+  std::vector<std::unique_ptr<DeviceMirror>> mirrors_;  // CUDA mode only
+  std::string staging_error_;
 };
 
 }  // namespace
 
 Route route_for(const pg_capabilities_t& caps, pg_op_t op, pg_dtype_t dtype, pg_reduce_op_t redop) {
+  if (cuda_mode()) {
+    if (!has_bit(caps.devices, PG_DEVICE_CUDA)) return Route::kUnsupported;
+    const bool p2p = op == PG_OP_SEND || op == PG_OP_RECV;
+    const bool native = has_bit(caps.native_ops, op) &&
+                        (p2p || op == PG_OP_BARRIER || has_bit(caps.native_dtypes, dtype)) &&
+                        (!reduces(op) || has_bit(caps.native_reduce_ops, redop));
+    return native ? Route::kNative : Route::kUnsupported;
+  }
   if (!has_bit(caps.devices, PG_DEVICE_CPU)) return Route::kUnsupported;
   const bool p2p = op == PG_OP_SEND || op == PG_OP_RECV;
   const bool op_ok = has_bit(caps.native_ops, op);
@@ -207,6 +245,10 @@ std::unique_ptr<PendingCheck> start_case(pg_group_t group, int rank, int size,
   const pg_status_t s = check->submit(group);
   error->clear();
   if (s == PG_OK) return check;
+  if (!check->staging_error().empty()) {
+    *error = "rank " + std::to_string(rank) + ": " + c.to_string() + ": " + check->staging_error();
+    return nullptr;
+  }
   if (s == PG_ERR_UNSUPPORTED && route == Route::kUnsupported) return nullptr;
   *error = "rank " + std::to_string(rank) + ": " + c.to_string() + " [" + route_name(route) +
            "]: submit: " + pg_status_name(s) + ": " + pg_last_error();

@@ -18,7 +18,9 @@
 
 namespace pgtest {
 
-// How the core will run a case, from the capabilities the backend declared (DESIGN §3).
+// How the core will run a case, from the capabilities the backend declared (DESIGN §3). In
+// CUDA mode (cuda_staging.h) only native routes exist: the core never emulates on device
+// memory.
 enum class Route { kNative, kNativeSumThenScale, kEmulated, kUnsupported };
 Route route_for(const pg_capabilities_t& caps, pg_op_t op, pg_dtype_t dtype, pg_reduce_op_t redop);
 const char* route_name(Route route);
@@ -35,6 +37,9 @@ class GuardedBuffer {
   bool same_as(const std::vector<uint8_t>& bytes) const;  // elements equal a snapshot
   bool guards_intact() const;
   void fill_poison();
+  // Every byte, guards included (what CUDA mode copies to the device and back).
+  uint8_t* raw() { return bytes_.data(); }
+  size_t raw_size() const { return bytes_.size(); }
 
  private:
   static constexpr size_t kGuard = 64;  // keeps data 64-byte aligned like the allocation

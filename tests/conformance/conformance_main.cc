@@ -3,6 +3,7 @@
 //
 //   conformance_test                                   every backend this build registered
 //   conformance_test --backend /path/libprocgroup-mine.so [--ranks threads|processes]
+//   conformance_test --device cuda [--backend nccl]     the collectives on CUDA buffers
 //   conformance_test --conformance-worker <scenario>   one rank of a process-mode test
 //
 // With --backend, the end of the run prints a summary for the plugin's author: a table of
@@ -13,12 +14,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "cuda_staging.h"
 #include "rank_runner.h"
 
 #ifndef PG_CONFORMANCE_BACKENDS
@@ -64,6 +68,7 @@ std::vector<BackendSpec> built_in_backends() {
 struct Options {
   std::string backend;  // --backend: a plugin name or path
   std::string ranks;    // --ranks: threads or processes
+  std::string device;   // --device: cpu (default) or cuda
   std::string error;
 };
 
@@ -75,7 +80,8 @@ Options take_options(int* argc, char** argv) {
     const std::string arg = argv[i];
     std::string* target = arg.rfind("--backend", 0) == 0 ? &o.backend
                           : arg.rfind("--ranks", 0) == 0 ? &o.ranks
-                                                         : nullptr;
+                          : arg.rfind("--device", 0) == 0 ? &o.device
+                                                          : nullptr;
     if (target == nullptr) {
       argv[kept++] = argv[i];
       continue;
@@ -93,6 +99,8 @@ Options take_options(int* argc, char** argv) {
   argv[kept] = nullptr;
   if (!o.ranks.empty() && o.ranks != "threads" && o.ranks != "processes")
     o.error = "--ranks must be 'threads' or 'processes', not '" + o.ranks + "'";
+  if (!o.device.empty() && o.device != "cpu" && o.device != "cuda")
+    o.error = "--device must be 'cpu' or 'cuda', not '" + o.device + "'";
   return o;
 }
 
@@ -235,6 +243,15 @@ class ScenarioTest : public ::testing::Test {
       : backend_(std::move(backend)), world_(world), scenario_(scenario), self_(std::move(self)) {}
 
   void TestBody() override {
+    if (cuda_mode()) {
+      std::string why;
+      const int devices = cuda_device_count(&why);
+      if (devices == 0) GTEST_SKIP() << why;
+      std::printf("[   cuda   ] %d device(s): world sizes 1..%d (NCCL needs one device per rank)\n",
+                  devices, std::min(devices, 4));
+      if (world_ > devices) GTEST_SKIP() << "world size " << world_ << " needs " << world_
+                                         << " CUDA devices; this host has " << devices;
+    }
     const std::vector<RankOutcome> outcomes = run_ranks(backend_, world_, *scenario_, self_);
     int checks = 0;
     for (const RankOutcome& o : outcomes) {
@@ -264,9 +281,10 @@ class ScenarioTest : public ::testing::Test {
 };
 
 void register_backend(const std::string& prefix, const BackendSpec& backend,
-                      const std::string& self) {
+                      const std::string& self, const char* only_suite = nullptr) {
   for (const Scenario& s : all_scenarios()) {
     if (s.needs_processes && backend.mode == RankMode::kThreads) continue;
+    if (only_suite != nullptr && std::strcmp(s.suite, only_suite) != 0) continue;
     const std::vector<int> worlds =
         s.fixed_world ? std::vector<int>{s.fixed_world} : backend.worlds;
     for (int world : worlds) {
@@ -293,6 +311,8 @@ std::string self_path() {
 
 int main(int argc, char** argv) {
   using namespace pgtest;
+  const char* device = std::getenv("PGCONF_DEVICE");  // rank processes of a CUDA run
+  set_cuda_mode(device != nullptr && std::strcmp(device, "cuda") == 0);
   if (argc == 3 && std::strcmp(argv[1], "--conformance-worker") == 0) return worker_main(argv[2]);
   Options options = take_options(&argc, argv);
   if (!options.error.empty()) {
@@ -305,10 +325,27 @@ int main(int argc, char** argv) {
           "conformance_test [--backend NAME_OR_PATH [--ranks threads|processes]] [gtest flags]\n"
           "  --backend  run the suite against this plugin only (a name or a .so path)\n"
           "  --ranks    how its ranks run: processes (default) or threads (in-process plugins)\n"
+          "  --device   cuda: the collectives on CUDA buffers (default backend nccl), ranks as\n"
+          "             processes on devices 0..min(devices, 4) - 1; skips without a device\n"
           "See docs/conformance.md.\n\n");
   ::testing::InitGoogleTest(&argc, argv);
   const std::string self = self_path();
   const std::vector<BackendSpec> built_in = built_in_backends();
+  if (options.device == "cuda") {
+    // Device memory: only the collectives (the other scenarios pass CPU buffers). One rank
+    // per device, as NCCL requires; without a device one test per scenario skips.
+    set_cuda_mode(true);
+    std::string why;
+    const int devices = std::max(1, std::min(cuda_device_count(&why), 4));
+    std::vector<int> worlds;
+    for (int w = 1; w <= devices; ++w) worlds.push_back(w);
+    const std::string plugin = options.backend.empty() ? "nccl" : options.backend;
+    register_backend("Cuda",
+                     BackendSpec{options.backend.empty() ? "nccl" : "plugin", plugin,
+                                 RankMode::kProcesses, worlds, {"PGCONF_DEVICE=cuda"}},
+                     self, "Collectives");
+    return RUN_ALL_TESTS();
+  }
   if (!options.backend.empty())  // an explicit --backend: its author gets the summary
     ::testing::UnitTest::GetInstance()->listeners().Append(new SummaryPrinter(options.backend));
   // --backend replaces the built-in list; a plugin configured into the build

@@ -1,0 +1,217 @@
+// The communicator's lock, failure and shutdown (see nccl_comm.h).
+#include "nccl_comm.h"
+
+#include <thread>
+#include <utility>
+
+#include "nccl_cuda.h"
+#include "nccl_work.h"
+
+namespace procgroup::nccl_backend {
+
+void Backoff::pause() {
+  if (spins_ < kSpins) {
+    ++spins_;
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+  if (sleep_us_ < 1000) sleep_us_ *= 2;
+}
+
+Comm::Comm(int rank, int size, int device, int64_t timeout_ms, std::string name)
+    : rank_(rank), size_(size), device_(device), timeout_ms_(timeout_ms), name_(std::move(name)) {}
+
+Comm::~Comm() {
+  DeviceGuard on(device_);
+  if (barrier_scratch_ != nullptr) (void)cudaFree(barrier_scratch_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  (void)cudaGetLastError();
+}
+
+Status Comm::create_resources() {
+  // Non-blocking: the legacy default stream does not serialise with it; every operation
+  // orders itself after the caller's stream through an event instead.
+  PG_NCCL_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                          "group_create: cudaStreamCreateWithFlags"));
+  PG_NCCL_TRY(cuda_status(cudaMalloc(reinterpret_cast<void**>(&barrier_scratch_), sizeof(int32_t)),
+                          "group_create: cudaMalloc (barrier scratch)"));
+  return cuda_status(cudaMemset(barrier_scratch_, 0, sizeof(int32_t)),
+                     "group_create: cudaMemset (barrier scratch)");
+}
+
+void Comm::adopt(ncclComm_t comm) {
+  std::lock_guard lock(mu_);
+  comm_ = comm;
+}
+
+std::optional<Status> Comm::failure() const {
+  std::lock_guard lock(state_mu_);
+  return failure_;
+}
+
+Status Comm::enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn) {
+  Status st;
+  {
+    std::lock_guard lock(mu_);
+    if (auto f = failure()) {
+      return Status::error(PG_ERR_ABORTED,
+                           "the communicator failed earlier: " + without_prefix(f->message));
+    }
+    if (comm_ == nullptr) return Status::error(PG_ERR_ABORTED, "the group was destroyed");
+    st = fn(comm_, stream_);
+  }
+  if (!st.ok() && st.code != PG_ERR_ABORTED) fail(st);
+  return st;
+}
+
+Status Comm::settle(ncclResult_t result, const std::string& what, Clock::time_point deadline) {
+  Backoff backoff;
+  while (result == ncclInProgress) {
+    if (abort_requested_.load()) {
+      return Status::error(PG_ERR_ABORTED, what + ": the communicator is being aborted");
+    }
+    if (Clock::now() > deadline) {
+      return Status::error(PG_ERR_TIMEOUT, what + ": NCCL was still in progress after " +
+                                               std::to_string(timeout_ms_) + " ms");
+    }
+    backoff.pause();
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    result = r != ncclSuccess ? r : state;
+  }
+  if (result == ncclSuccess) return {};
+  return Status::error(nccl_code(result), what + ": " + nccl_error_text(result, comm_));
+}
+
+bool Comm::fail(const Status& cause) {
+  bool first = false;
+  {
+    std::lock_guard lock(state_mu_);
+    if (!failure_) {
+      failure_ = cause;
+      first = true;
+    }
+  }
+  abort_requested_.store(true);  // a settle loop holding the lock gives it up
+  std::lock_guard lock(mu_);
+  if (comm_ != nullptr) {
+    DeviceGuard on(device_);
+    // Aborting stops NCCL's kernels, so the stream and every work's event complete.
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  return first;
+}
+
+std::optional<Status> Comm::check_async(const std::string& label) {
+  Status error;
+  {
+    // A busy lock means an enqueue is under way; the next poll looks again.
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock() || comm_ == nullptr) return std::nullopt;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
+    error = Status::error(nccl_code(state), label + ": NCCL reported an asynchronous error: " +
+                                                nccl_error_text(state, comm_) +
+                                                "; the communicator was aborted");
+  }
+  if (fail(error)) return error;
+  return std::nullopt;
+}
+
+void Comm::defer_p2p(std::shared_ptr<Work> work) {
+  std::lock_guard lock(mu_);
+  pending_p2p_.push_back(std::move(work));
+}
+
+void Comm::flush_p2p() {
+  std::vector<std::shared_ptr<Work>> batch;
+  Status st;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(pending_p2p_);
+    if (batch.empty()) return;
+    if (comm_ == nullptr || failure()) {
+      for (auto& w : batch) w->set_issued(false);
+      return;
+    }
+    DeviceGuard on(device_);
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    std::string what = "ncclGroupEnd of " + std::to_string(batch.size()) +
+                       " send/recv (first: " + batch.front()->label() + ")";
+    st = on.status();
+    for (auto& w : batch)
+      for (cudaEvent_t e : w->starts())
+        if (st.ok()) st = cuda_status(cudaStreamWaitEvent(stream_, e, 0), w->label());
+    if (st.ok()) {
+      ncclResult_t first = ncclGroupStart();
+      for (auto& w : batch) {
+        if (first != ncclSuccess && first != ncclInProgress) break;
+        const P2p& p = *w->p2p;
+        first = p.send ? ncclSend(p.data, p.count, p.dtype, p.peer, comm_, stream_)
+                       : ncclRecv(p.data, p.count, p.dtype, p.peer, comm_, stream_);
+        if (first != ncclSuccess && first != ncclInProgress) what = w->label();
+      }
+      const ncclResult_t end = ncclGroupEnd();  // always closes the group it opened
+      st = settle(first != ncclSuccess && first != ncclInProgress ? first : end, what, deadline);
+    }
+    for (auto& w : batch) {
+      if (st.ok()) st = cuda_status(cudaEventRecord(w->done(), stream_), w->label());
+      w->set_issued(st.ok());
+    }
+  }
+  if (!st.ok()) fail(st);
+}
+
+Status Comm::shutdown() {
+  flush_p2p();
+  DeviceGuard on(device_);
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  Status result;
+  if (!failure()) {
+    // Released works may still run: wait for the stream to drain, within the timeout.
+    Event drained;
+    Status st = drained.create("group_destroy");
+    if (st.ok()) {
+      std::lock_guard lock(mu_);
+      st = cuda_status(cudaEventRecord(drained.get(), stream_), "group_destroy: cudaEventRecord");
+    }
+    Backoff backoff;
+    while (st.ok()) {
+      const cudaError_t q = cudaEventQuery(drained.get());
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) {
+        st = cuda_status(q, "group_destroy: cudaEventQuery");
+      } else if (auto async = check_async("group_destroy")) {
+        st = *async;
+      } else if (failure()) {
+        break;
+      } else if (Clock::now() > deadline) {
+        st = Status::error(PG_ERR_TIMEOUT, "group_destroy: operations were still running after " +
+                                               std::to_string(timeout_ms_) +
+                                               " ms; the communicator was aborted");
+      }
+      if (st.ok()) backoff.pause();
+    }
+    if (!st.ok()) {
+      fail(st);
+      result = st;
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (comm_ == nullptr) return result;
+  // Finalize flushes NCCL's own pending work; a failure there still ends in an abort.
+  Status fin = settle(ncclCommFinalize(comm_), "group_destroy: ncclCommFinalize", deadline);
+  const ncclResult_t r = fin.ok() ? ncclCommDestroy(comm_) : ncclCommAbort(comm_);
+  comm_ = nullptr;
+  if (!fin.ok()) return fin;
+  if (r != ncclSuccess)
+    return Status::error(nccl_code(r),
+                         "group_destroy: ncclCommDestroy: " + nccl_error_text(r, nullptr));
+  return result;
+}
+
+}  // namespace procgroup::nccl_backend

@@ -1,0 +1,106 @@
+// nccl_comm.h — one rank's NCCL communicator, its internal stream, and its failure state.
+//
+// Shared (std::shared_ptr) by the group and by every work, so works outlive their group.
+// All NCCL calls on the communicator are serialised by one lock, which keeps NCCL's
+// "same order on every rank" and its "no call while another is in progress" rules for
+// non-blocking communicators. The first failure is kept; it aborts the communicator
+// (ncclCommAbort), and every later operation or pending work reports it.
+//
+//   Status st = comm->enqueue(deadline, [&](ncclComm_t c, cudaStream_t s) {
+//     return comm->settle(ncclAllReduce(..., c, s), "ncclAllReduce", deadline);
+//   });
+//   comm->fail(Status::error(PG_ERR_ABORTED, "group_abort was called"));
+#ifndef PROCGROUP_BACKENDS_NCCL_NCCL_COMM_H_
+#define PROCGROUP_BACKENDS_NCCL_NCCL_COMM_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nccl_status.h"
+
+namespace procgroup::nccl_backend {
+
+class Work;
+
+class Comm {
+ public:
+  Comm(int rank, int size, int device, int64_t timeout_ms, std::string name);
+  ~Comm();  // frees the stream and scratch; the communicator is already gone
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  // The internal stream and the barrier's scratch, on the current (this comm's) device.
+  Status create_resources();
+  void adopt(ncclComm_t comm);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int device() const { return device_; }
+  int64_t timeout_ms() const { return timeout_ms_; }
+  const std::string& name() const { return name_; }
+  cudaStream_t stream() const { return stream_; }
+  int32_t* barrier_scratch() const { return barrier_scratch_; }
+
+  // Runs fn(comm, stream) holding the NCCL lock; fails the group if fn fails. Refuses
+  // with PG_ERR_ABORTED once the communicator failed or was destroyed.
+  Status enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn);
+  // Inside enqueue: a NCCL call's result as a status, waiting out ncclInProgress (up to
+  // the deadline, or until an abort is requested).
+  Status settle(ncclResult_t result, const std::string& what, Clock::time_point deadline);
+
+  // Records the first failure, aborts the communicator, wakes every waiter. Returns true
+  // when this call's cause became the group's failure.
+  bool fail(const Status& cause);
+  std::optional<Status> failure() const;
+  // Polls ncclCommGetAsyncError; an error fails the group (the status names `label`).
+  // Returns that failure when this call detected it.
+  std::optional<Status> check_async(const std::string& label);
+
+  // Send and recv wait here until something needs them issued; then every deferred one
+  // goes to NCCL in one group call, so exchanges in both directions progress together.
+  void defer_p2p(std::shared_ptr<Work> work);
+  void flush_p2p();
+
+  // group_destroy: issues deferred work, waits (up to the timeout) for the stream to
+  // drain, then finalizes and destroys the communicator (aborts it on any failure).
+  Status shutdown();
+
+ private:
+  const int rank_, size_, device_;
+  const int64_t timeout_ms_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+  int32_t* barrier_scratch_ = nullptr;
+
+  std::mutex mu_;  // NCCL calls, comm_, pending_p2p_
+  ncclComm_t comm_ = nullptr;
+  std::vector<std::shared_ptr<Work>> pending_p2p_;
+  std::atomic<bool> abort_requested_{false};
+
+  mutable std::mutex state_mu_;  // failure_
+  std::optional<Status> failure_;
+};
+
+// Backs off from spinning to sleeping while polling CUDA or NCCL state.
+class Backoff {
+ public:
+  void pause();
+  bool sleeping() const { return spins_ >= kSpins; }
+
+ private:
+  static constexpr int kSpins = 200;
+  int spins_ = 0;
+  int sleep_us_ = 20;
+};
+
+}  // namespace procgroup::nccl_backend
+
+#endif  // PROCGROUP_BACKENDS_NCCL_NCCL_COMM_H_

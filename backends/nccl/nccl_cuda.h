@@ -1,0 +1,63 @@
+// nccl_cuda.h — small RAII holders for the CUDA runtime objects the backend owns.
+//
+//   DeviceGuard on(comm.device());   // entries run on the communicator's device and
+//                                    // give the caller's thread its own device back
+//   Event done;
+//   PG_NCCL_TRY(done.create("allreduce #3"));
+#ifndef PROCGROUP_BACKENDS_NCCL_NCCL_CUDA_H_
+#define PROCGROUP_BACKENDS_NCCL_NCCL_CUDA_H_
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "nccl_status.h"
+
+namespace procgroup::nccl_backend {
+
+// Makes `device` current on this thread and restores the previous one on destruction.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device) status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  Status status_;
+};
+
+// A timing-free CUDA event (create on the device it will be recorded on).
+class Event {
+ public:
+  Event() = default;
+  ~Event() { reset(); }
+  void reset() {
+    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+    event_ = nullptr;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Status create(const std::string& what) {
+    return cuda_status(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
+                       what + ": cudaEventCreate");
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace procgroup::nccl_backend
+
+#endif  // PROCGROUP_BACKENDS_NCCL_NCCL_CUDA_H_

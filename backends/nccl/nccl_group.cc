@@ -1,0 +1,127 @@
+// Operations of the nccl backend mapped onto NCCL (see nccl_group.h).
+#include "nccl_group.h"
+
+#include <utility>
+
+#include "nccl_cuda.h"
+
+namespace procgroup::nccl_backend {
+namespace {
+
+// The NCCL call for a collective; send and recv are issued by Comm::flush_p2p.
+ncclResult_t call_nccl(const pg_backend_op_t& op, const Plan& p, const void* send, ncclComm_t c,
+                       cudaStream_t s) {
+  switch (op.op) {
+    case PG_OP_ALLREDUCE: return ncclAllReduce(send, p.recv, p.count, p.dtype, p.redop, c, s);
+    case PG_OP_BROADCAST: return ncclBroadcast(send, p.recv, p.count, p.dtype, op.root, c, s);
+    case PG_OP_REDUCE: return ncclReduce(send, p.recv, p.count, p.dtype, p.redop, op.root, c, s);
+    case PG_OP_ALLGATHER: return ncclAllGather(send, p.recv, p.count, p.dtype, c, s);
+    case PG_OP_REDUCE_SCATTER:
+      return ncclReduceScatter(send, p.recv, p.count, p.dtype, p.redop, c, s);
+    case PG_OP_GATHER: return ncclGather(send, p.recv, p.count, p.dtype, op.root, c, s);
+    case PG_OP_SCATTER: return ncclScatter(send, p.recv, p.count, p.dtype, op.root, c, s);
+    case PG_OP_ALLTOALL: return ncclAlltoAll(send, p.recv, p.count, p.dtype, c, s);
+    default: return ncclInvalidUsage;
+  }
+}
+
+const char* nccl_call_name(int32_t op) {
+  switch (op) {
+    case PG_OP_ALLREDUCE: return "ncclAllReduce";
+    case PG_OP_BROADCAST: return "ncclBroadcast";
+    case PG_OP_REDUCE: return "ncclReduce";
+    case PG_OP_ALLGATHER: return "ncclAllGather";
+    case PG_OP_REDUCE_SCATTER: return "ncclReduceScatter";
+    case PG_OP_GATHER: return "ncclGather";
+    case PG_OP_SCATTER: return "ncclScatter";
+    case PG_OP_ALLTOALL: return "ncclAlltoAll";
+    default: return "ncclAllReduce (barrier)";
+  }
+}
+
+}  // namespace
+
+Status Group::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
+                     std::unique_ptr<Group>* out) {
+  std::shared_ptr<Comm> comm;
+  PG_NCCL_TRY(create_communicator(config, host, &comm));
+  out->reset(new Group(std::move(comm)));
+  return {};
+}
+
+Group::~Group() {
+  if (!destroyed_) (void)destroy();
+}
+
+Status Group::destroy() {
+  destroyed_ = true;
+  return comm_->shutdown();
+}
+
+void Group::abort() { comm_->fail(Status::error(PG_ERR_ABORTED, "group_abort was called")); }
+
+Status Group::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) {
+  Plan plan;
+  PG_NCCL_TRY(make_plan(op, comm_->rank(), comm_->size(), comm_->device(), &plan));
+  const std::string label = op_label(op);
+  if (auto f = comm_->failure()) {
+    return Status::error(
+        PG_ERR_ABORTED, label + ": the communicator failed earlier: " + without_prefix(f->message));
+  }
+  DeviceGuard on(comm_->device());
+  PG_NCCL_TRY(on.status());
+  PG_NCCL_TRY(check_pointers(op, plan, comm_->device()));
+  const int64_t timeout_ms = op.timeout_ms > 0 ? op.timeout_ms : comm_->timeout_ms();
+  auto work = std::make_shared<Work>(comm_, label, timeout_ms);
+  PG_NCCL_TRY(work->prepare(plan.streams));
+  if (op.op == PG_OP_SEND || op.op == PG_OP_RECV) {
+    const bool send = op.op == PG_OP_SEND;
+    work->p2p = P2p{send, send ? op.input.data : op.output.data, plan.count, plan.dtype, op.peer};
+    comm_->defer_p2p(work);
+  } else {
+    comm_->flush_p2p();  // sends and recvs issued before this go first
+    PG_NCCL_TRY(issue(op, plan, *work));
+  }
+  *out = std::move(work);
+  return {};
+}
+
+Status Group::issue(const pg_backend_op_t& op, const Plan& plan, Work& work) {
+  const Clock::time_point deadline = work.deadline();
+  const std::string what = work.label() + ": " + nccl_call_name(op.op);
+  void* scratch = nullptr;
+  if (plan.scratch_bytes > 0) {
+    // Stream-ordered, so it costs no synchronisation; an allocation failure is not fatal.
+    PG_NCCL_TRY(cuda_status(cudaMallocAsync(&scratch, plan.scratch_bytes, comm_->stream()),
+                            work.label() + ": cudaMallocAsync (in-place alltoall copy)"));
+  }
+  Status st = comm_->enqueue([&](ncclComm_t c, cudaStream_t s) -> Status {
+    for (cudaEvent_t e : work.starts())
+      PG_NCCL_TRY(
+          cuda_status(cudaStreamWaitEvent(s, e, 0), work.label() + ": cudaStreamWaitEvent"));
+    const void* send = plan.send;
+    if (scratch != nullptr) {
+      PG_NCCL_TRY(cuda_status(
+          cudaMemcpyAsync(scratch, plan.send, plan.scratch_bytes, cudaMemcpyDeviceToDevice, s),
+          work.label() + ": cudaMemcpyAsync (in-place alltoall copy)"));
+      send = scratch;
+    }
+    // The barrier is a one-element allreduce on the group's own device scratch.
+    const ncclResult_t r = op.op == PG_OP_BARRIER
+                               ? ncclAllReduce(comm_->barrier_scratch(), comm_->barrier_scratch(),
+                                               1, ncclInt32, ncclSum, c, s)
+                               : call_nccl(op, plan, send, c, s);
+    PG_NCCL_TRY(comm_->settle(r, what, deadline));
+    if (scratch != nullptr) {
+      PG_NCCL_TRY(cuda_status(cudaFreeAsync(scratch, s), work.label() + ": cudaFreeAsync"));
+      scratch = nullptr;
+    }
+    PG_NCCL_TRY(cuda_status(cudaEventRecord(work.done(), s), work.label() + ": cudaEventRecord"));
+    work.set_issued(true);
+    return {};
+  });
+  if (scratch != nullptr) (void)cudaFreeAsync(scratch, comm_->stream());
+  return st;
+}
+
+}  // namespace procgroup::nccl_backend

@@ -1,0 +1,52 @@
+// nccl_group.h — one rank's membership in a group on the nccl backend: the communicator
+// (created by create_communicator, nccl_rendezvous.cc) and the mapping of each procgroup
+// operation onto NCCL on the communicator's internal stream.
+//
+//   std::unique_ptr<Group> group;
+//   PG_NCCL_TRY(Group::create(*config, host, &group));
+//   std::shared_ptr<Work> work;
+//   PG_NCCL_TRY(group->submit(op, &work));   // returns at once; work->wait(...) later
+//   Status st = group->destroy();            // drains, finalizes, destroys
+#ifndef PROCGROUP_BACKENDS_NCCL_NCCL_GROUP_H_
+#define PROCGROUP_BACKENDS_NCCL_NCCL_GROUP_H_
+
+#include <memory>
+
+#include "nccl_comm.h"
+#include "nccl_plan.h"
+#include "nccl_status.h"
+#include "nccl_work.h"
+#include "procgroup/procgroup_backend.h"
+
+namespace procgroup::nccl_backend {
+
+// Rendezvous through config.store and ncclCommInitRankConfig (non-blocking), bounded by
+// config.timeout_ms. No CUDA device: PG_ERR_UNSUPPORTED "no CUDA device: ...".
+Status create_communicator(const pg_backend_group_config_t& config, const pg_host_services_t* host,
+                           std::shared_ptr<Comm>* out);
+
+class Group {
+ public:
+  static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
+                       std::unique_ptr<Group>* out);
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  // Checks op, orders it after its buffers' streams and enqueues it (send/recv are
+  // deferred, see Comm::defer_p2p). Never waits for another rank.
+  Status submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out);
+  void abort();
+  Status destroy();
+
+ private:
+  explicit Group(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
+  Status issue(const pg_backend_op_t& op, const Plan& plan, Work& work);
+
+  std::shared_ptr<Comm> comm_;
+  bool destroyed_ = false;
+};
+
+}  // namespace procgroup::nccl_backend
+
+#endif  // PROCGROUP_BACKENDS_NCCL_NCCL_GROUP_H_

@@ -1,0 +1,52 @@
+// nccl_plan.h — checks one operation's arguments and maps it onto an NCCL call: which
+// buffer NCCL reads and writes, its count, dtype and reduction, and which user streams it
+// must start after. Nothing here touches a communicator.
+//
+//   PG_NCCL_TRY(check_buffer_kinds(op));                  // CPU buffer: PG_ERR_UNSUPPORTED
+//   Plan plan;
+//   PG_NCCL_TRY(make_plan(op, rank, size, device, &plan)); // shapes, roots, devices
+//   PG_NCCL_TRY(check_pointers(op, plan, device));         // cudaPointerGetAttributes
+#ifndef PROCGROUP_BACKENDS_NCCL_NCCL_PLAN_H_
+#define PROCGROUP_BACKENDS_NCCL_NCCL_PLAN_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "nccl_status.h"
+#include "procgroup/procgroup_backend.h"
+
+namespace procgroup::nccl_backend {
+
+struct Plan {
+  ncclDataType_t dtype = ncclUint8;
+  ncclRedOp_t redop = ncclSum;
+  const void* send = nullptr;  // what NCCL reads (never NULL for a call NCCL ignores it in)
+  void* recv = nullptr;        // what NCCL writes
+  size_t count = 0;            // NCCL's count argument (per rank where NCCL says so)
+  size_t element_size = 0;
+  size_t scratch_bytes = 0;  // > 0: alltoall in place; NCCL reads a copy of the input
+  std::vector<const pg_buffer_t*> buffers;  // the buffers this rank passes
+  std::vector<cudaStream_t> streams;        // their distinct streams (NULL: legacy default)
+};
+
+// The NCCL dtype for a procgroup dtype; false for dtypes NCCL lacks or does not know.
+bool nccl_dtype(int32_t dtype, ncclDataType_t* out, size_t* element_size);
+
+// Checks that need no communicator, so they run before the group is touched: every
+// buffer the operation uses is CUDA memory of a dtype NCCL has. CPU buffers and unknown
+// dtypes are PG_ERR_UNSUPPORTED, malformed ones PG_ERR_INVALID_ARGUMENT.
+Status check_buffer_kinds(const pg_backend_op_t& op);
+
+// The rest of the checks for rank `rank` of `size` whose communicator is on `device`
+// (reduce op, root, peer, counts, device indices), and the NCCL mapping in *plan.
+Status make_plan(const pg_backend_op_t& op, int rank, int size, int device, Plan* plan);
+
+// Every buffer with elements must be device (or managed) memory of `device`.
+Status check_pointers(const pg_backend_op_t& op, const Plan& plan, int device);
+
+}  // namespace procgroup::nccl_backend
+
+#endif  // PROCGROUP_BACKENDS_NCCL_NCCL_PLAN_H_

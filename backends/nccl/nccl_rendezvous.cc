@@ -1,0 +1,185 @@
+// Communicator creation: device choice, the ncclUniqueId exchange through the host store,
+// and non-blocking ncclCommInitRankConfig bounded by the group timeout (see nccl_group.h).
+//
+// Store keys (the store is private to the group): "nccl/uid" from rank 0 ('U' + the id, or
+// 'E' + rank 0's error, so the others fail at once too), "nccl/joined/<rank>" before init
+// (to name the ranks missing at a timeout) and "nccl/failed" from any rank that gave up.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "nccl_comm.h"
+#include "nccl_cuda.h"
+#include "nccl_group.h"
+
+namespace procgroup::nccl_backend {
+namespace {
+
+constexpr char kUidKey[] = "nccl/uid";
+constexpr char kFailedKey[] = "nccl/failed";
+constexpr auto kFailedPollInterval = std::chrono::milliseconds(250);
+
+void set_key(const pg_host_store_t* store, const std::string& key, const std::string& value) {
+  (void)store->set(store->ctx, key.c_str(), value.data(), value.size());
+}
+
+// The value at key if it is there within wait_ms.
+bool get_key(const pg_host_store_t* store, const std::string& key, int64_t wait_ms,
+             std::string* value) {
+  void* data = nullptr;
+  uint64_t length = 0;
+  if (store->get(store->ctx, key.c_str(), wait_ms, &data, &length) != PG_OK) return false;
+  value->assign(static_cast<const char*>(data), length);
+  store->free_value(store->ctx, data);
+  return true;
+}
+
+// Tells the other ranks this one gave up, so they need not wait out the timeout.
+Status give_up(const pg_backend_group_config_t& c, Status st) {
+  const std::string text = "rank " + std::to_string(c.rank) + ": " + st.message;
+  if (c.rank == 0) set_key(c.store, kUidKey, "E" + text);
+  set_key(c.store, kFailedKey, text);
+  return st;
+}
+
+Status choose_device(const pg_backend_group_config_t& c, int count, int* device) {
+  const char* env = std::getenv("PROCGROUP_NCCL_DEVICE");
+  if (env != nullptr && env[0] != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 0 || v >= count) {
+      return Status::error(PG_ERR_CONFIG, "PROCGROUP_NCCL_DEVICE='" + std::string(env) +
+                                              "' is not a device index below " +
+                                              std::to_string(count));
+    }
+    *device = static_cast<int>(v);
+    return {};
+  }
+  const int local = c.local_rank > 0 ? c.local_rank : 0;
+  if (local >= count) {
+    return Status::error(
+        PG_ERR_CONFIG, "LOCAL_RANK " + std::to_string(local) + " has no CUDA device of its own (" +
+                           std::to_string(count) +
+                           " on this host; NCCL needs one device per rank): start at most " +
+                           std::to_string(count) + " ranks per host or set PROCGROUP_NCCL_DEVICE");
+  }
+  *device = local;
+  return {};
+}
+
+Status exchange_id(const pg_backend_group_config_t& c, ncclUniqueId* id) {
+  if (c.rank == 0) {
+    const ncclResult_t r = ncclGetUniqueId(id);
+    if (r != ncclSuccess) {
+      return Status::error(nccl_code(r),
+                           "group_create: ncclGetUniqueId: " + nccl_error_text(r, nullptr));
+    }
+    set_key(c.store, kUidKey, "U" + std::string(id->internal, sizeof(id->internal)));
+    return {};
+  }
+  std::string value;
+  if (!get_key(c.store, kUidKey, c.timeout_ms, &value)) {
+    return Status::error(PG_ERR_TIMEOUT,
+                         "group_create: rank 0 did not publish NCCL's unique id "
+                         "within " +
+                             std::to_string(c.timeout_ms) + " ms");
+  }
+  if (value.size() > 1 && value[0] == 'E') {
+    return Status::error(PG_ERR_BACKEND, "group_create: " + value.substr(1));
+  }
+  if (value.size() != 1 + sizeof(id->internal) || value[0] != 'U') {
+    return Status::error(PG_ERR_BACKEND, "group_create: malformed unique id in the store");
+  }
+  std::memcpy(id->internal, value.data() + 1, sizeof(id->internal));
+  return {};
+}
+
+std::string missing_ranks(const pg_backend_group_config_t& c) {
+  std::string list;
+  int named = 0, more = 0;
+  std::string ignored;
+  for (int r = 0; r < c.size; ++r) {
+    if (get_key(c.store, "nccl/joined/" + std::to_string(r), 0, &ignored)) continue;
+    if (named++ < 16) {
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+    } else {
+      ++more;
+    }
+  }
+  if (list.empty()) return "every rank reached ncclCommInitRankConfig";
+  if (more > 0) list += " and " + std::to_string(more) + " more";
+  return "rank(s) " + list + " never reached ncclCommInitRankConfig";
+}
+
+// Polls a non-blocking init until it is done, a rank gives up, or the deadline passes.
+Status finish_init(const pg_backend_group_config_t& c, ncclComm_t comm, ncclResult_t r,
+                   Clock::time_point deadline) {
+  Backoff backoff;
+  Clock::time_point next_store_look = Clock::now() + kFailedPollInterval;
+  while (r == ncclInProgress) {
+    if (Clock::now() > deadline) {
+      return Status::error(PG_ERR_TIMEOUT,
+                           "group_create: ncclCommInitRankConfig did not finish "
+                           "within " +
+                               std::to_string(c.timeout_ms) + " ms (" + missing_ranks(c) + ")");
+    }
+    if (Clock::now() > next_store_look) {
+      std::string failed;
+      if (get_key(c.store, kFailedKey, 0, &failed))
+        return Status::error(PG_ERR_BACKEND, "group_create: " + failed);
+      next_store_look = Clock::now() + kFailedPollInterval;
+    }
+    backoff.pause();
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+    r = q != ncclSuccess ? q : state;
+  }
+  if (r == ncclSuccess) return {};
+  return Status::error(nccl_code(r),
+                       "group_create: ncclCommInitRankConfig: " + nccl_error_text(r, comm));
+}
+
+}  // namespace
+
+Status create_communicator(const pg_backend_group_config_t& c, const pg_host_services_t* host,
+                           std::shared_ptr<Comm>* out) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(c.timeout_ms);
+  int count = 0, device = 0;
+  Status st = count_devices(&count);
+  if (st.ok()) st = choose_device(c, count, &device);
+  if (!st.ok()) return give_up(c, st);
+  DeviceGuard on(device);
+  if (!on.status().ok()) return give_up(c, on.status());
+  auto comm = std::make_shared<Comm>(c.rank, c.size, device, c.timeout_ms,
+                                     std::string(c.group_id != nullptr ? c.group_id : ""));
+  st = comm->create_resources();
+  ncclUniqueId id{};
+  if (st.ok()) st = exchange_id(c, &id);
+  if (!st.ok()) return give_up(c, st);
+
+  set_key(c.store, "nccl/joined/" + std::to_string(c.rank), "1");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // init returns at once, so a rank that never comes can be given up on
+  config.commName = comm->name().c_str();
+  ncclComm_t nccl = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&nccl, c.size, id, c.rank, &config);
+  st = nccl == nullptr && r != ncclSuccess
+           ? Status::error(nccl_code(r),
+                           "group_create: ncclCommInitRankConfig: " + nccl_error_text(r, nullptr))
+           : finish_init(c, nccl, r, deadline);
+  if (!st.ok()) {
+    if (nccl != nullptr) (void)ncclCommAbort(nccl);
+    return give_up(c, st);
+  }
+  comm->adopt(nccl);
+  if (host != nullptr && host->log != nullptr) {
+    const std::string line = "rank " + std::to_string(c.rank) + "/" + std::to_string(c.size) +
+                             " of group '" + comm->name() + "' on cuda:" + std::to_string(device);
+    host->log(host->ctx, PG_LOG_INFO, "nccl", line.c_str());
+  }
+  *out = std::move(comm);
+  return {};
+}
+
+}  // namespace procgroup::nccl_backend

@@ -1,0 +1,268 @@
+// The nccl backend on real CUDA devices through libprocgroup (label gpu): every op x dtype
+// x reduce op (avg included) at world size 1 and, with two or more devices, on
+// min(devices, 4) ranks as threads; stream ordering; host memory refused; timeout and
+// abort; send/recv; barrier and subgroups. Without a device every test skips with
+// "no CUDA device: <CUDA's error>".
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl_gpu_support.h"
+#include "nccl_test_support.h"
+#include "subprocess.h"
+
+namespace procgroup::nccl_test {
+namespace {
+
+using procgroup::testing::TempDir;
+
+constexpr pg_dtype_t kDtypes[] = {PG_DTYPE_F32, PG_DTYPE_F64, PG_DTYPE_F16, PG_DTYPE_BF16,
+                                  PG_DTYPE_I32, PG_DTYPE_I64, PG_DTYPE_I8,  PG_DTYPE_U8};
+constexpr pg_op_t kCollectives[] = {PG_OP_ALLREDUCE,      PG_OP_BROADCAST, PG_OP_REDUCE,
+                                    PG_OP_ALLGATHER,      PG_OP_GATHER,    PG_OP_SCATTER,
+                                    PG_OP_REDUCE_SCATTER, PG_OP_ALLTOALL};
+
+using OpFn = pg_status_t (*)(pg_group_t, const pg_buffer_t*, const pg_buffer_t*,
+                             const pg_op_options_t*, pg_work_t*);
+OpFn function_for(pg_op_t op) {
+  switch (op) {
+    case PG_OP_ALLREDUCE: return pg_allreduce;
+    case PG_OP_BROADCAST: return pg_broadcast;
+    case PG_OP_REDUCE: return pg_reduce;
+    case PG_OP_ALLGATHER: return pg_allgather;
+    case PG_OP_REDUCE_SCATTER: return pg_reduce_scatter;
+    case PG_OP_GATHER: return pg_gather;
+    case PG_OP_SCATTER: return pg_scatter;
+    default: return pg_alltoall;
+  }
+}
+
+bool reduces(pg_op_t op) {
+  return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
+}
+
+class NcclGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    devices_ = cuda_device_count(&why);
+    if (devices_ == 0) GTEST_SKIP() << why;
+  }
+  int devices_ = 0;
+  TempDir dir_;
+};
+
+// One case on one rank: stage, run (waited), download, compare. "" when right.
+std::string run_case(pg_group_t g, pg_op_t op, pg_dtype_t dtype, pg_reduce_op_t redop, int root,
+                     int rank, int size, uint64_t n) {
+  const uint64_t world = static_cast<uint64_t>(size);
+  const bool blocked_in = op == PG_OP_REDUCE_SCATTER || op == PG_OP_SCATTER || op == PG_OP_ALLTOALL;
+  const bool blocked_out = op == PG_OP_ALLGATHER || op == PG_OP_GATHER || op == PG_OP_ALLTOALL;
+  DeviceBuffer in(dtype, blocked_in ? world * n : n, rank);
+  DeviceBuffer out(dtype, blocked_out ? world * n : n, rank);
+  std::vector<double> values;
+  for (uint64_t i = 0; i < (blocked_in ? world * n : n); ++i)
+    values.push_back(input_value(rank, i));
+  in.upload(values);
+  out.upload(std::vector<double>(blocked_out ? world * n : n, 0));
+  pg_op_options_t o = PG_OP_OPTIONS_INIT;
+  o.reduce_op = redop;
+  o.root = root;
+  const pg_buffer_t ib = in.buffer(), ob = out.buffer();
+  const std::string what = std::string(" (op ") + std::to_string(op) + ", dtype " +
+                           std::to_string(dtype) + ", redop " + std::to_string(redop) + ", root " +
+                           std::to_string(root) + ", rank " + std::to_string(rank) + "/" +
+                           std::to_string(size) + ")";
+  pg_work_t w = nullptr;
+  pg_status_t st = function_for(op)(g, &ib, &ob, &o, &w);
+  if (st == PG_OK) {
+    st = pg_work_wait(w, -1);
+    pg_work_release(w);
+  }
+  if (st != PG_OK) return std::string(pg_status_name(st)) + ": " + pg_last_error() + what;
+  const Expected e = expected(op, dtype, redop, root, rank, size, n);
+  if (e.values.empty()) return "";
+  const std::vector<double> got = out.download();
+  for (size_t i = 0; i < e.values.size(); ++i) {
+    if (std::fabs(got[i] - e.values[i]) <= e.tolerance * std::fabs(e.values[i])) continue;
+    return "element " + std::to_string(i) + " is " + std::to_string(got[i]) + " but should be " +
+           std::to_string(e.values[i]) + what;
+  }
+  return "";
+}
+
+void every_case(int size, const std::string& dir) {
+  std::vector<pg_group_t> groups = make_groups(size, dir);
+  if (groups.empty()) return;
+  on_ranks(size, [&](int rank) {
+    int failures = 0;
+    for (pg_op_t op : kCollectives)
+      for (pg_dtype_t dtype : kDtypes)
+        for (int redop = 0; redop < (reduces(op) ? PG_REDUCE_COUNT_ : 1); ++redop)
+          for (int root : {0, size - 1}) {
+            const std::string bad = run_case(groups[rank], op, dtype, redop, root, rank, size, 5);
+            if (!bad.empty() && failures++ < 10) ADD_FAILURE() << bad;
+          }
+    EXPECT_EQ(pg_group_destroy(groups[rank]), PG_OK) << pg_last_error();
+  });
+}
+
+TEST_F(NcclGpu, EveryOpDtypeAndReduceOpOnOneRank) { every_case(1, dir_.str()); }
+
+TEST_F(NcclGpu, EveryOpDtypeAndReduceOpOnEveryDevice) {
+  if (devices_ < 2) GTEST_SKIP() << "one CUDA device: NCCL refuses two ranks on one device";
+  every_case(std::min(devices_, 4), dir_.str());
+}
+
+TEST_F(NcclGpu, OperationStartsAfterTheCallersStream) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  constexpr size_t kBusy = size_t{512} << 20, kN = 1 << 16;
+  void* busy = nullptr;
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&busy, kBusy), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), kN * sizeof(float)), cudaSuccess);
+  std::fill(pinned, pinned + kN, 5.0f);
+  DeviceBuffer in(PG_DTYPE_F32, kN, 0), out(PG_DTYPE_F32, kN, 0);
+  in.upload(std::vector<double>(kN, 0));
+  out.upload(std::vector<double>(kN, 0));
+  // The stream is busy, then writes the input: an op that ignored it would see zeros.
+  ASSERT_EQ(cudaMemsetAsync(busy, 1, kBusy, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(in.data(), pinned, kN * sizeof(float), cudaMemcpyHostToDevice, s),
+            cudaSuccess);
+  const pg_buffer_t ib = in.buffer(s), ob = out.buffer(s);
+  pg_work_t w = nullptr;
+  ASSERT_EQ(pg_allreduce(groups[0], &ib, &ob, nullptr, &w), PG_OK) << pg_last_error();
+  ASSERT_EQ(pg_work_wait(w, -1), PG_OK) << pg_last_error();
+  pg_work_release(w);
+  const std::vector<double> got = out.download();  // legacy stream: after the wait, visible
+  EXPECT_EQ(std::count(got.begin(), got.end(), 5.0), static_cast<long>(kN));
+  EXPECT_EQ(pg_group_destroy(groups[0]), PG_OK);
+  cudaFree(busy);
+  cudaFreeHost(pinned);
+  cudaStreamDestroy(s);
+}
+
+TEST_F(NcclGpu, HostMemoryAndOtherDevicesAreRefused) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 16 * sizeof(float)), cudaSuccess);
+  std::vector<float> pageable(16);
+  DeviceBuffer d(PG_DTYPE_F32, 16, 0);
+  struct Case {
+    void* data;
+    int32_t device_type, device_index;
+    pg_status_t want;
+    const char* words;
+  };
+  const Case cases[] = {
+      {pinned, PG_DEVICE_CUDA, 0, PG_ERR_INVALID_ARGUMENT, "pinned host memory"},
+      {pageable.data(), PG_DEVICE_CUDA, 0, PG_ERR_INVALID_ARGUMENT, "not device memory"},
+      {d.data(), PG_DEVICE_CUDA, 1, PG_ERR_INVALID_ARGUMENT, "cuda:1"},
+      {pageable.data(), PG_DEVICE_CPU, 0, PG_ERR_UNSUPPORTED, "CPU"},
+  };
+  for (const Case& c : cases) {
+    pg_buffer_t b = d.buffer();
+    b.data = c.data;
+    b.device_type = c.device_type;
+    b.device_index = c.device_index;
+    EXPECT_EQ(pg_allreduce(groups[0], &b, &b, nullptr, nullptr), c.want) << c.words;
+    EXPECT_NE(std::string(pg_last_error()).find(c.words), std::string::npos) << pg_last_error();
+  }
+  EXPECT_EQ(pg_group_destroy(groups[0]), PG_OK) << pg_last_error();
+  cudaFreeHost(pinned);
+}
+
+TEST_F(NcclGpu, SendAndRecvToItself) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  DeviceBuffer a(PG_DTYPE_I64, 100, 0), b(PG_DTYPE_I64, 100, 0);
+  std::vector<double> values(100);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i) * 3;
+  a.upload(values);
+  pg_op_options_t o = PG_OP_OPTIONS_INIT;
+  o.peer = 0;
+  const pg_buffer_t ab = a.buffer(), bb = b.buffer();
+  pg_work_t send = nullptr, recv = nullptr;
+  ASSERT_EQ(pg_send(groups[0], &ab, &o, &send), PG_OK) << pg_last_error();
+  ASSERT_EQ(pg_recv(groups[0], &bb, &o, &recv), PG_OK) << pg_last_error();
+  EXPECT_EQ(pg_work_wait(recv, -1), PG_OK) << pg_last_error();  // issues both in one group
+  EXPECT_EQ(pg_work_wait(send, -1), PG_OK) << pg_last_error();
+  pg_work_release(send);
+  pg_work_release(recv);
+  EXPECT_EQ(b.download(), values);
+  EXPECT_EQ(pg_group_destroy(groups[0]), PG_OK);
+}
+
+// A send to itself with no recv never matches: the deterministic hang of one GPU.
+TEST_F(NcclGpu, UnmatchedSendTimesOutAndAbortsTheCommunicator) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  DeviceBuffer a(PG_DTYPE_F32, 1000, 0);
+  pg_op_options_t o = PG_OP_OPTIONS_INIT;
+  o.timeout_ms = 2000;
+  const pg_buffer_t ab = a.buffer();
+  const auto start = std::chrono::steady_clock::now();
+  const pg_status_t st = pg_send(groups[0], &ab, &o, nullptr);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string message = pg_last_error();
+  EXPECT_EQ(st, PG_ERR_TIMEOUT) << message;
+  EXPECT_NE(message.find("send to rank 0"), std::string::npos) << message;
+  EXPECT_GE(seconds, 1.5);
+  EXPECT_LT(seconds, 15);
+  const pg_buffer_t later = a.buffer();
+  EXPECT_EQ(pg_allreduce(groups[0], &later, &later, nullptr, nullptr), PG_ERR_ABORTED);
+  pg_group_destroy(groups[0]);
+}
+
+TEST_F(NcclGpu, AbortEndsAPendingWait) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  DeviceBuffer a(PG_DTYPE_F32, 1000, 0);
+  const pg_buffer_t ab = a.buffer();
+  pg_op_options_t o = PG_OP_OPTIONS_INIT;
+  pg_work_t w = nullptr;
+  ASSERT_EQ(pg_send(groups[0], &ab, &o, &w), PG_OK) << pg_last_error();
+  std::thread watchdog([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(pg_group_abort(groups[0]), PG_OK);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pg_work_wait(w, -1), PG_ERR_ABORTED) << pg_last_error();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 15);
+  watchdog.join();
+  pg_work_release(w);
+  pg_group_destroy(groups[0]);
+}
+
+// Needs the core to route a barrier without a CPU buffer to a CUDA-only backend.
+TEST_F(NcclGpu, Barrier) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(pg_barrier(groups[0], nullptr, nullptr), PG_OK) << pg_last_error();
+  EXPECT_EQ(pg_group_destroy(groups[0]), PG_OK);
+}
+
+// Needs the core to exchange split colours without a CPU collective on a CUDA-only backend.
+TEST_F(NcclGpu, SubgroupBySplit) {
+  auto groups = make_groups(1, dir_.str());
+  ASSERT_EQ(groups.size(), 1u);
+  pg_group_t child = nullptr;
+  ASSERT_EQ(pg_group_split(groups[0], 0, 0, &child), PG_OK) << pg_last_error();
+  EXPECT_EQ(run_case(child, PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, 0, 0, 1, 7), "");
+  EXPECT_EQ(pg_group_destroy(child), PG_OK);
+  EXPECT_EQ(pg_group_destroy(groups[0]), PG_OK);
+}
+
+}  // namespace
+}  // namespace procgroup::nccl_test
