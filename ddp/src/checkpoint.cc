@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "device.h"
+#include "host_collective.h"
 #include "procgroup/ddp/broadcast.h"
 #include "procgroup/ddp/error.h"
 
@@ -20,12 +22,21 @@ struct Outcome {
   std::string message;
 };
 
-Outcome share(const Group& group, int root, const Outcome& mine) {
+// A device to stage the outcome through on backends without CPU buffers: the first CUDA
+// tensor's (every rank passes the same list).
+detail::Exec staging_device(std::span<const NamedTensor> tensors) {
+  for (const NamedTensor& t : tensors) {
+    if (t.tensor.device.type != PG_DEVICE_CPU) return {t.tensor.device, nullptr};
+  }
+  return {};
+}
+
+Outcome share(const Group& group, int root, const Outcome& mine, const detail::Exec& via) {
   std::vector<uint8_t> wire(kOutcomeBytes, 0);
   std::memcpy(wire.data(), &mine.status, sizeof mine.status);
   std::memcpy(wire.data() + 8, mine.message.data(),
               std::min(mine.message.size(), kOutcomeBytes - 9));
-  group.broadcast(std::span(wire), root).wait();
+  detail::host_broadcast(group, std::span(wire), root, via);
   Outcome out;
   std::memcpy(&out.status, wire.data(), sizeof out.status);
   const char* text = reinterpret_cast<const char*>(wire.data() + 8);
@@ -61,7 +72,7 @@ void save_checkpoint(const Group& group, const std::filesystem::path& path,
                      std::span<const NamedTensor> tensors, int root) {
   Outcome mine;
   if (group.rank() == root) mine = attempt([&] { write_checkpoint_file(path, tensors); });
-  const Outcome shared = share(group, root, mine);
+  const Outcome shared = share(group, root, mine, staging_device(tensors));
   if (shared.status != PG_OK) throw_outcome(shared, root, "checkpoint save");
 }
 
@@ -75,13 +86,16 @@ bool load_checkpoint(const Group& group, const std::filesystem::path& path,
       mine = attempt([&] { restore(read_checkpoint_file(path), tensors); });
     }
   }
-  const Outcome shared = share(group, root, mine);
+  const Outcome shared = share(group, root, mine, staging_device(tensors));
   if (shared.status == kNotFound) return false;
   if (shared.status != PG_OK) throw_outcome(shared, root, "checkpoint load");
   std::vector<TensorRef> refs;
   refs.reserve(tensors.size());
   for (const NamedTensor& t : tensors) refs.push_back(t.tensor);
   broadcast_tensors(group, refs, root);
+  // The broadcast completes on the legacy default stream: make the values visible to
+  // every stream, as after a plain cudaMemcpy.
+  for (const TensorRef& t : refs) detail::synchronize_device(t.device);
   return true;
 }
 

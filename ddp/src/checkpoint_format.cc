@@ -10,6 +10,7 @@
 #include <iterator>
 #include <random>
 
+#include "device.h"
 #include "procgroup/ddp/checkpoint.h"
 #include "procgroup/ddp/error.h"
 
@@ -121,10 +122,20 @@ void write_checkpoint_file(const std::filesystem::path& path,
   for (const NamedTensor& t : tensors) {
     if (t.name.empty() || t.name.size() > kMaxName)
       file_error(path, "bad tensor name '" + t.name + "'");
-    if (element_size(t.tensor.dtype) == 0 || t.tensor.device.type != PG_DEVICE_CPU ||
-        (t.tensor.numel > 0 && t.tensor.data == nullptr)) {
-      file_error(path, "tensor '" + t.name + "' is not a valid CPU tensor");
+    if (element_size(t.tensor.dtype) == 0 || (t.tensor.numel > 0 && t.tensor.data == nullptr)) {
+      file_error(path, "tensor '" + t.name + "' has no data or an invalid dtype");
     }
+  }
+  // CUDA tensors are written from host copies, taken once all their devices' streams are
+  // idle, so work enqueued on any stream before this call is in the file.
+  std::vector<std::vector<unsigned char>> host(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorRef& t = tensors[i].tensor;
+    if (t.device.type == PG_DEVICE_CPU) continue;
+    detail::check_device(t.device);
+    detail::synchronize_device(t.device);
+    host[i].resize(t.bytes());
+    detail::to_host({t.device, nullptr}, host[i].data(), t.data, t.bytes());
   }
   const std::filesystem::path temp = temp_path_for(path);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -135,13 +146,14 @@ void write_checkpoint_file(const std::filesystem::path& path,
     w.value<uint32_t>(kCheckpointVersion);
     w.value<uint32_t>(0);
     w.value<uint64_t>(tensors.size());
-    for (const NamedTensor& t : tensors) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const NamedTensor& t = tensors[i];
       w.value<uint32_t>(static_cast<uint32_t>(t.name.size()));
       w.bytes(t.name.data(), t.name.size());
       w.value<int32_t>(t.tensor.dtype);
       w.value<uint32_t>(0);
       w.value<uint64_t>(t.tensor.numel);
-      w.bytes(t.tensor.data, t.tensor.bytes());
+      w.bytes(host[i].empty() ? t.tensor.data : host[i].data(), t.tensor.bytes());
     }
     const uint32_t crc = w.crc();
     w.raw(&crc, sizeof crc);
@@ -226,12 +238,15 @@ void restore(std::span<const CheckpointEntry> entries, std::span<const NamedTens
                       std::to_string(found->numel) + ", expected " + dtype_name(t.tensor.dtype) +
                       " x " + std::to_string(t.tensor.numel));
     }
+    detail::check_device(t.tensor.device);
     sources.push_back(found);
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!sources[i]->data.empty()) {
-      std::memcpy(tensors[i].tensor.data, sources[i]->data.data(), sources[i]->data.size());
-    }
+    const TensorRef& t = tensors[i].tensor;
+    if (sources[i]->data.empty()) continue;
+    // CUDA: through the legacy default stream, complete on return (from_host waits).
+    detail::from_host({t.device, nullptr}, t.data, sources[i]->data.data(),
+                      sources[i]->data.size());
   }
 }
 

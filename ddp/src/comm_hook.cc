@@ -1,9 +1,8 @@
 #include "procgroup/ddp/comm_hook.h"
 
 #include <cstdint>
-#include <vector>
 
-#include "kernels.h"
+#include "device.h"
 
 namespace procgroup::ddp {
 namespace {
@@ -12,30 +11,34 @@ class AllreduceHook : public CommHook {
  public:
   std::string_view name() const override { return "allreduce"; }
   std::unique_ptr<HookWork> start(const Group& group, const GradBucket& bucket) override {
-    const pg_buffer_t b = bucket.buffer.buffer();
+    const pg_buffer_t b = bucket.buffer.buffer(bucket.cuda_stream);
     return std::make_unique<WorkHookWork>(
         group.run(pg_allreduce, nullptr, &b, op_options(ReduceOp::kSum)));
   }
 };
 
-// Owns the compressed copy until the reduction finishes, then writes it back.
+// Owns the compressed copy (on the bucket's device) until the reduction finishes, then
+// writes it back, on the bucket's stream.
 class CompressedWork : public HookWork {
  public:
-  CompressedWork(std::vector<uint16_t> wire, pg_dtype_t wire_dtype, TensorRef target)
-      : wire_(std::move(wire)), wire_dtype_(wire_dtype), target_(target) {}
+  CompressedWork(detail::DeviceMemory wire, pg_dtype_t wire_dtype, TensorRef target,
+                 const detail::Exec& exec)
+      : wire_(std::move(wire)), wire_dtype_(wire_dtype), target_(target), exec_(exec) {}
   void start(const Group& group) {
-    const pg_buffer_t b = pg_buffer_cpu(wire_.data(), wire_.size(), wire_dtype_);
+    const TensorRef w{wire_.data(), target_.numel, wire_dtype_, target_.device};
+    const pg_buffer_t b = w.buffer(exec_.stream);
     work_ = group.run(pg_allreduce, nullptr, &b, op_options(ReduceOp::kSum));
   }
   void wait() override {
-    work_.wait();
-    detail::convert(target_.data, target_.dtype, wire_.data(), wire_dtype_, target_.numel);
+    work_.wait();  // on CUDA the sum is now visible to every stream
+    detail::convert(exec_, target_.data, target_.dtype, wire_.data(), wire_dtype_, target_.numel);
   }
 
  private:
-  std::vector<uint16_t> wire_;
+  detail::DeviceMemory wire_;
   pg_dtype_t wire_dtype_;
   TensorRef target_;
+  detail::Exec exec_;
   Work work_;
 };
 
@@ -46,9 +49,11 @@ class CompressHook : public CommHook {
   std::unique_ptr<HookWork> start(const Group& group, const GradBucket& bucket) override {
     // The bucket is already divided by the world size, so the 16-bit sum cannot overflow
     // where the mean does not (PyTorch's hook converts first, then divides).
-    std::vector<uint16_t> wire(bucket.buffer.numel);
-    detail::convert(wire.data(), wire_, bucket.buffer.data, bucket.buffer.dtype, wire.size());
-    auto work = std::make_unique<CompressedWork>(std::move(wire), wire_, bucket.buffer);
+    const detail::Exec exec{bucket.buffer.device, bucket.cuda_stream};
+    detail::DeviceMemory wire(exec, bucket.buffer.numel * sizeof(uint16_t));
+    detail::convert(exec, wire.data(), wire_, bucket.buffer.data, bucket.buffer.dtype,
+                    bucket.buffer.numel);
+    auto work = std::make_unique<CompressedWork>(std::move(wire), wire_, bucket.buffer, exec);
     work->start(group);
     return work;
   }

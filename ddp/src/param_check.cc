@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "host_collective.h"
 #include "kernels.h"
 #include "procgroup/ddp/error.h"
 
@@ -29,7 +30,6 @@ std::vector<int64_t> summary(std::span<const Parameter> params, const ReducerCon
     names = fnv1a(p.name, names);
     names = fnv1a("\0", 1, names);
     devices = fnv1a(&p.device.type, sizeof p.device.type, devices);
-    devices = fnv1a(&p.device.index, sizeof p.device.index, devices);
   }
   std::vector<int64_t> s(kFields);
   s[kCount] = static_cast<int64_t>(params.size());
@@ -43,19 +43,20 @@ std::vector<int64_t> summary(std::span<const Parameter> params, const ReducerCon
   return s;
 }
 
-std::vector<int64_t> gather(const Group& group, const std::vector<int64_t>& mine) {
+std::vector<int64_t> gather(const Group& group, const std::vector<int64_t>& mine,
+                            const Exec& via) {
   std::vector<int64_t> all(mine.size() * group.size());
-  group.allgather(std::span<const int64_t>(mine), std::span(all)).wait();
+  host_allgather(group, std::span<const int64_t>(mine), std::span(all), via);
   return all;
 }
 
 [[noreturn]] void throw_local_problem(const Group& group, const std::vector<int64_t>& rows,
-                                      const LocalProblem& problem) {
+                                      const LocalProblem& problem, const Exec& via) {
   std::vector<uint8_t> mine(kMessageBytes, 0);
   std::memcpy(mine.data(), problem.message.data(),
               std::min(problem.message.size(), kMessageBytes - 1));
   std::vector<uint8_t> all(kMessageBytes * group.size());
-  group.allgather(std::span<const uint8_t>(mine), std::span(all)).wait();
+  host_allgather(group, std::span<const uint8_t>(mine), std::span(all), via);
   for (int r = 0; r < group.size(); ++r) {
     const auto status = static_cast<pg_status_t>(rows[r * kFields + kStatus]);
     if (status == PG_OK) continue;
@@ -73,7 +74,7 @@ std::vector<int64_t> records(std::span<const Parameter> params, size_t padded) {
     int64_t* r = &out[i * kRecord];
     r[0] = static_cast<int64_t>(p.numel);
     r[1] = p.dtype;
-    r[2] = (int64_t{p.device.type} << 32) | static_cast<uint32_t>(p.device.index);
+    r[2] = p.device.type;
     r[3] = as_i64(fnv1a(p.name));
     std::memset(&r[4], 0, kNameChars);
     std::memcpy(&r[4], p.name.data(), std::min(p.name.size(), kNameChars));
@@ -85,16 +86,17 @@ std::string describe(const int64_t* r) {
   const char* name = reinterpret_cast<const char*>(&r[4]);
   std::string text = "'" + std::string(name, strnlen(name, kNameChars)) + "' " +
                      dtype_name(static_cast<pg_dtype_t>(r[1])) + " x " + std::to_string(r[0]);
-  if ((r[2] >> 32) != PG_DEVICE_CPU) text += " on cuda:" + std::to_string(r[2] & 0xffffffff);
+  if (r[2] == PG_DEVICE_CUDA) text += " on cuda";
   return text;
 }
 
 [[noreturn]] void throw_parameter_difference(const Group& group, const std::vector<int64_t>& rows,
-                                             std::span<const Parameter> params) {
+                                             std::span<const Parameter> params, const Exec& via) {
   const int size = group.size();
   int64_t most = 0;
   for (int r = 0; r < size; ++r) most = std::max(most, rows[r * kFields + kCount]);
-  const std::vector<int64_t> all = gather(group, records(params, static_cast<size_t>(most)));
+  const std::vector<int64_t> all =
+      gather(group, records(params, static_cast<size_t>(most)), via);
   const size_t stride = static_cast<size_t>(most) * kRecord;
   for (int r = 1; r < size; ++r) {
     const int64_t n0 = rows[kCount], nr = rows[r * kFields + kCount];
@@ -116,12 +118,13 @@ std::string describe(const int64_t* r) {
 }  // namespace
 
 void check_parameters_agree(const Group& group, std::span<const Parameter> params,
-                            const ReducerConfig& config, const LocalProblem& problem) {
+                            const ReducerConfig& config, const LocalProblem& problem,
+                            const Exec& via) {
   const std::vector<int64_t> mine = summary(params, config, problem);
-  const std::vector<int64_t> rows = gather(group, mine);
+  const std::vector<int64_t> rows = gather(group, mine, via);
   const int size = group.size();
   for (int r = 0; r < size; ++r) {
-    if (rows[r * kFields + kStatus] != PG_OK) throw_local_problem(group, rows, problem);
+    if (rows[r * kFields + kStatus] != PG_OK) throw_local_problem(group, rows, problem, via);
   }
   for (int r = 1; r < size; ++r) {
     const int64_t* row = &rows[r * kFields];
@@ -134,7 +137,7 @@ void check_parameters_agree(const Group& group, std::span<const Parameter> param
                       std::to_string(row[kFirst]) + ", " + std::to_string(row[kCap]) +
                       (row[kHook] != rows[kHook] ? ", and a different comm_hook" : ""));
     }
-    throw_parameter_difference(group, rows, params);
+    throw_parameter_difference(group, rows, params, via);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "device.h"
 #include "procgroup/ddp/tensor.h"
 #include "procgroup/procgroup.hpp"
 
@@ -26,8 +27,11 @@ struct LocalProblem {
 };
 
 // Collective. Throws ddp::Error on every rank when any rank has a local problem or the
-// ranks' parameter lists (count, names, sizes, dtypes, devices) or configs differ.
+// ranks' parameter lists (count, names, sizes, dtypes, device types) or configs differ.
+// Device indices are not compared: each rank trains on its own GPU. The exchange runs on
+// host memory, staged through `via` when the backend has no CPU buffers.
 void check_parameters_agree(const Group& group, std::span<const Parameter> params,
-                            const ReducerConfig& config, const LocalProblem& problem);
+                            const ReducerConfig& config, const LocalProblem& problem,
+                            const Exec& via);
 
 }  // namespace procgroup::ddp::detail

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "device.h"
+#include "host_collective.h"
 #include "kernels.h"
 #include "param_check.h"
 #include "procgroup/ddp/broadcast.h"
@@ -14,14 +16,21 @@
 namespace procgroup::ddp {
 namespace {
 
+// The device every parameter is on (the first one's; CPU with none).
+Device common_device(std::span<const Parameter> params) {
+  return params.empty() ? Device{} : params.front().device;
+}
+
 detail::LocalProblem local_problem(std::span<const Parameter> params, const ReducerOptions& o) {
+  const Device device = common_device(params);
   for (size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = params[i];
     const std::string who = "parameter '" + p.name + "' (index " + std::to_string(i) + ")";
-    if (p.device.type != PG_DEVICE_CPU) {
-      return {PG_ERR_UNSUPPORTED, who +
-                                      " is not a CPU tensor; the Reducer handles CPU tensors "
-                                      "only until the NCCL plugin exists"};
+    if (p.device != device) {
+      return {PG_ERR_INVALID_ARGUMENT,
+              "parameters on more than one device: '" + params.front().name + "' is on " +
+                  detail::device_name(device) + ", " + who + " on " +
+                  detail::device_name(p.device) + "; a Reducer's parameters share one device"};
     }
     if (!is_floating(p.dtype)) {
       return {PG_ERR_INVALID_ARGUMENT, who + " has dtype " + dtype_name(p.dtype) +
@@ -33,6 +42,24 @@ detail::LocalProblem local_problem(std::span<const Parameter> params, const Redu
     if (p.numel > 0 && p.grad == nullptr && !o.gradient_as_bucket_view) {
       return {PG_ERR_INVALID_ARGUMENT,
               who + " has no gradient storage; set Parameter::grad or gradient_as_bucket_view"};
+    }
+  }
+  try {
+    detail::check_device(device);
+  } catch (const Error& e) {
+    return {e.status(), "parameters on " + detail::device_name(device) + ": " +
+                            detail::bare_message(e)};
+  }
+  for (size_t i = 0; i < params.size(); ++i) {  // a host pointer would crash a kernel
+    const Parameter& p = params[i];
+    for (const void* ptr : {p.data, o.gradient_as_bucket_view ? nullptr : p.grad}) {
+      if (p.numel == 0) break;
+      const std::string why = detail::pointer_problem(device, ptr);
+      if (!why.empty()) {
+        return {PG_ERR_INVALID_ARGUMENT, "parameter '" + p.name + "' (index " +
+                                             std::to_string(i) + "): " +
+                                             (ptr == p.data ? "data " : "grad ") + why};
+      }
     }
   }
   return {};
@@ -53,13 +80,20 @@ Reducer::Reducer(const Group& group, std::vector<Parameter> params, ReducerOptio
     : group_(&group),
       world_size_(group.size()),
       params_(std::move(params)),
+      device_(common_device(params_)),
       options_(std::move(options)),
       rebuild_pending_(options_.rebuild_buckets) {
   if (!options_.comm_hook) options_.comm_hook = allreduce_hook();
   const detail::ReducerConfig config{options_.first_bucket_bytes, options_.bucket_cap_bytes,
                                      std::string(options_.comm_hook->name())};
-  detail::check_parameters_agree(group, params_, config, local_problem(params_, options_));
-  if (options_.broadcast_parameters) broadcast_parameters(group, params_, 0);
+  const detail::LocalProblem problem = local_problem(params_, options_);
+  // Control messages travel through the parameters' device when the backend has no CPU
+  // buffers (NCCL) and that device is usable; otherwise on the host.
+  const detail::Exec via{problem.status == PG_OK ? device_ : Device{}, options_.cuda_stream};
+  detail::check_parameters_agree(group, params_, config, problem, via);
+  if (options_.broadcast_parameters) {
+    broadcast_parameters(group, params_, 0, kBroadcastBucketBytes, options_.cuda_stream);
+  }
   marks_.assign(params_.size(), Mark::kPending);
   build_buckets(reverse_order(params_.size()), false);
 }
@@ -86,20 +120,22 @@ void Reducer::build_buckets(std::span<const size_t> order, bool keep_grads) {
       slots[p] = {next.size(), offset};
       offset += params_[p].numel;
     }
-    bucket->storage.assign((spec.bytes + 7) / 8, 0);
+    bucket->storage = detail::DeviceMemory(exec(), spec.bytes);
     bucket->spec = std::move(spec);
     next.push_back(std::move(bucket));
   }
   if (keep_grads) {  // gradients living in the old buckets move to the new ones
     for (size_t p = 0; p < params_.size(); ++p) {
       if (params_[p].numel == 0) continue;
-      std::memcpy(next[slots[p].bucket]->at(slots[p].offset),
-                  buckets_[slots_[p].bucket]->at(slots_[p].offset), params_[p].bytes());
+      detail::copy(exec(), next[slots[p].bucket]->at(slots[p].offset),
+                   buckets_[slots_[p].bucket]->at(slots_[p].offset), params_[p].bytes());
     }
   }
   buckets_ = std::move(next);
   slots_ = std::move(slots);
 }
+
+detail::Exec Reducer::exec() const { return {device_, options_.cuda_stream}; }
 
 TensorRef Reducer::grad(size_t i) const {
   const Parameter& p = params_.at(i);
@@ -116,7 +152,7 @@ void Reducer::zero_grad() {
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     const TensorRef g = grad(i);
-    if (g.numel > 0) std::memset(g.data, 0, g.bytes());
+    if (g.numel > 0) detail::zero(exec(), g.data, g.bytes());
   }
 }
 
@@ -149,7 +185,7 @@ void Reducer::rebuild() {
   for (size_t i = params_.size(); i-- > 0;) {
     if (!seen[i]) order.push_back(static_cast<int64_t>(i));
   }
-  group_->broadcast(std::span(order), 0).wait();
+  detail::host_broadcast(*group_, std::span(order), 0, exec());
   std::vector<size_t> agreed(order.begin(), order.end());
   std::vector<size_t> sorted = agreed;
   std::sort(sorted.begin(), sorted.end());

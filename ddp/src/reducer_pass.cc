@@ -3,7 +3,7 @@
 #include <cstring>
 #include <exception>
 
-#include "kernels.h"
+#include "device.h"
 #include "procgroup/ddp/reducer.h"
 #include "reducer_bucket.h"
 
@@ -87,7 +87,12 @@ void Reducer::set_ready(size_t i, Mark mark) {
   Bucket& b = *buckets_[s.bucket];
   // Divide before summing, while copying in; bucket views are divided at launch instead.
   if (!options_.gradient_as_bucket_view) {
-    detail::divide_into(b.at(s.offset), p.grad, p.numel, p.dtype, world_size_);
+    try {
+      detail::divide_into(exec(), b.at(s.offset), p.grad, p.numel, p.dtype, world_size_);
+    } catch (const std::exception& e) {  // a CUDA failure: this rank cannot keep in step
+      broken_ = e.what();
+      throw;
+    }
   }
   if (--b.pending == 0) launch_ready_buckets();
 }
@@ -98,11 +103,12 @@ void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
     const size_t index = next_launch_++;
     Bucket& b = *buckets_[index];
-    if (options_.gradient_as_bucket_view) {
-      detail::divide_into(b.at(0), b.at(0), b.spec.numel, b.spec.dtype, world_size_);
-    }
-    const GradBucket bucket{index, b.view(), b.spec.params, index + 1 == buckets_.size()};
+    const GradBucket bucket{index, b.view(), b.spec.params, index + 1 == buckets_.size(),
+                            options_.cuda_stream};
     try {
+      if (options_.gradient_as_bucket_view) {
+        detail::divide_into(exec(), b.at(0), b.at(0), b.spec.numel, b.spec.dtype, world_size_);
+      }
       b.work = options_.comm_hook->start(*group_, bucket);
     } catch (const std::exception& e) {
       broken_ = std::string("bucket ") + std::to_string(index) + ": " + e.what();
@@ -169,8 +175,10 @@ void Reducer::finalize() {
   if (!options_.gradient_as_bucket_view) {
     for (size_t i = 0; i < params_.size(); ++i) {
       const Parameter& p = params_[i];
-      if (p.numel > 0)
-        std::memcpy(p.grad, buckets_[slots_[i].bucket]->at(slots_[i].offset), p.bytes());
+      if (p.numel > 0) {
+        detail::copy(exec(), p.grad, buckets_[slots_[i].bucket]->at(slots_[i].offset),
+                     p.bytes());
+      }
     }
   }
   if (rebuild_pending_) {

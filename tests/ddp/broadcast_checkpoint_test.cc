@@ -4,11 +4,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "ddp_test_util.h"
+#include "device_test_util.h"
 #include "procgroup/ddp/broadcast.h"
 #include "procgroup/ddp/checkpoint.h"
 #include "procgroup/ddp/error.h"
+#include "procgroup/ddp/sync_batch_norm.h"
 
 namespace procgroup::ddp::testing {
 namespace {
@@ -81,17 +84,31 @@ TEST(DdpBroadcast, Parameters) {
   });
 }
 
-TEST(DdpBroadcast, CudaTensorsAreRefusedBeforeCommunicating) {
-  run_ranks(2, [](Group& group, int) {
-    std::vector<float> x(4);
-    TensorRef t = TensorRef::of(std::span(x), {PG_DEVICE_CUDA, 0});
+// Without CUDA (build or device) CUDA tensors are refused with the reason, on every rank,
+// before anything is sent: by broadcasts, SyncBatchNorm and checkpoint files.
+TEST(DdpDeviceErrors, CudaTensorsWithoutCudaAreRefusedBeforeCommunicating) {
+  const std::string why = cuda_unavailable();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is present: the device tests cover it";
+  auto expect_refused = [&](const std::function<void()>& fn) {
     try {
-      broadcast_tensors(group, std::span(&t, 1));
+      fn();
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
-      EXPECT_EQ(e.status(), PG_ERR_UNSUPPORTED);
+      EXPECT_EQ(e.status(), PG_ERR_UNSUPPORTED) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
+  };
+  run_ranks(2, [&](Group& group, int) {
+    std::vector<float> x(4);
+    TensorRef t = TensorRef::of(std::span(x), {PG_DEVICE_CUDA, 0});
+    expect_refused([&] { broadcast_tensors(group, std::span(&t, 1)); });
+    expect_refused([&] { SyncBatchNorm bn(group, 2, {.device = {PG_DEVICE_CUDA, 0}}); });
   });
+  procgroup::testing::TempDir dir;
+  std::vector<float> x(4);
+  const std::vector<NamedTensor> state = {{"x", TensorRef::of(std::span(x), {PG_DEVICE_CUDA, 0})}};
+  expect_refused([&] { write_checkpoint_file(dir.path() / "c.ckpt", state); });
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "c.ckpt"));
 }
 
 TEST(DdpCheckpointCollective, RankZeroSavesEveryRankLoads) {

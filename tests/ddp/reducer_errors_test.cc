@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "ddp_test_util.h"
+#include "device_test_util.h"
 #include "procgroup/ddp/reducer.h"
 #include "reducer_test_util.h"
 
@@ -117,15 +118,45 @@ TEST(DdpReducerMismatch, DifferentHook) {
                             PG_ERR_MISMATCH, "a different comm_hook");
 }
 
-TEST(DdpReducerMismatch, CudaParameterOnOneRankIsReportedByEveryRank) {
+TEST(DdpReducerMismatch, ParametersOnTwoDevicesAreReportedByEveryRank) {
   expect_construction_error(
       [](int rank, FloatParams& p) {
         auto params = p.parameters();
         if (rank == 1) params[0].device = {PG_DEVICE_CUDA, 0};
         return params;
       },
-      defaults, PG_ERR_UNSUPPORTED,
-      "Reducer construction failed on rank 1: parameter 'p0' (index 0) is not a CPU tensor");
+      defaults, PG_ERR_INVALID_ARGUMENT,
+      "Reducer construction failed on rank 1: parameters on more than one device: 'p0' is on "
+      "cuda:0, parameter 'p1' (index 1) on cpu; a Reducer's parameters share one device");
+}
+
+// Host memory declared as CUDA on one rank: without CUDA (build or device) that is
+// PG_ERR_UNSUPPORTED with the reason; with a device, the pointer check names the parameter.
+TEST(DdpReducerMismatch, CudaParametersWithoutUsableMemoryAreReportedByEveryRank) {
+  const std::string why = cuda_unavailable();
+  const std::string prefix = "Reducer construction failed on rank 2: ";
+  expect_construction_error(
+      [](int rank, FloatParams& p) {
+        auto params = p.parameters();
+        if (rank == 2) {
+          for (Parameter& q : params) q.device = {PG_DEVICE_CUDA, 0};
+        }
+        return params;
+      },
+      defaults, why.empty() ? PG_ERR_INVALID_ARGUMENT : PG_ERR_UNSUPPORTED,
+      why.empty() ? prefix + "parameter 'p0' (index 0): data is host memory, not memory on cuda:0"
+                  : prefix + "parameters on cuda:0: " + why);
+}
+
+TEST(DdpReducerMismatch, UnknownDeviceTypeIsRejected) {
+  expect_construction_error(
+      [](int, FloatParams& p) {
+        auto params = p.parameters();
+        for (Parameter& q : params) q.device = {7, 0};
+        return params;
+      },
+      defaults, PG_ERR_INVALID_ARGUMENT,
+      "Reducer construction failed on rank 0: parameters on device-type-7: unknown device");
 }
 
 TEST(DdpReducerMismatch, IntegerGradientIsRejected) {

@@ -12,7 +12,7 @@
 //     std::string_view name() const override { return "logged"; }
 //     std::unique_ptr<ddp::HookWork> start(const Group& g, const ddp::GradBucket& b) override {
 //       std::printf("bucket %zu: %llu elements\n", b.index, (unsigned long long)b.buffer.numel);
-//       return ddp::allreduce_hook()->start(g, b);
+//       return ddp::allreduce_hook()->start(g, b);   // CPU and CUDA buckets alike
 //     }
 //   };
 //   options.comm_hook = std::make_shared<Logged>();
@@ -33,6 +33,10 @@ struct GradBucket {
   TensorRef buffer;                // flat gradients of one dtype, pre-divided by world size
   std::span<const size_t> params;  // parameter indices laid out in buffer, in order
   bool is_last = false;            // the last bucket of the pass
+  // CUDA buckets: the Reducer's cuda_stream. Pass it in every pg_buffer_t (buffer.buffer(
+  // cuda_stream)) and enqueue any kernel on it, so the reduction follows the bucket's
+  // preparation; wait() must leave the sum complete in that stream's order.
+  void* cuda_stream = nullptr;
 };
 
 class HookWork {

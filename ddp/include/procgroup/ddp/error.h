@@ -16,8 +16,9 @@
 
 namespace procgroup::ddp {
 
-// Status used: PG_ERR_INVALID_ARGUMENT (misuse, bad file), PG_ERR_MISMATCH (ranks disagree),
-// PG_ERR_UNSUPPORTED (CUDA tensors until the NCCL plugin exists).
+// Status used: PG_ERR_INVALID_ARGUMENT (misuse, bad file, mixed devices), PG_ERR_MISMATCH
+// (ranks disagree), PG_ERR_UNSUPPORTED (CUDA tensors without CUDA: built without it, or no
+// device), PG_ERR_BACKEND (a CUDA call failed; the message has cudaGetErrorString).
 class Error : public procgroup::Error {
  public:
   Error(pg_status_t status, const std::string& message)

@@ -17,6 +17,11 @@
 //     sgd_step(); reducer.zero_grad();
 //   }
 //
+// CUDA: register device pointers with Device{PG_DEVICE_CUDA, local_rank} (all parameters
+// on that one device) and set ReducerOptions::cuda_stream if backward does not run on the
+// legacy default stream. After finalize() the averaged gradients are complete in stream
+// order: kernels enqueued later on cuda_stream see them, the host must synchronise first.
+//
 // Not thread-safe with respect to itself except that mark_grad_ready may be called from
 // several threads at once. The group must outlive the Reducer and stay at the same address
 // (the Reducer keeps a pointer to it). The Reducer issues collectives on it only from its
@@ -39,6 +44,9 @@
 #include "procgroup/procgroup.hpp"
 
 namespace procgroup::ddp {
+namespace detail {
+struct Exec;
+}
 
 struct ReducerOptions {
   size_t first_bucket_bytes = size_t{1} << 20;
@@ -55,6 +63,11 @@ struct ReducerOptions {
   bool broadcast_parameters = true;
   // Null: allreduce_hook().
   std::shared_ptr<CommHook> comm_hook;
+  // CUDA parameters: the stream (cudaStream_t) backward produces gradients on; NULL is the
+  // legacy default stream. Copies into buckets, the 1/world_size division, compression,
+  // zero_grad() and the copies back all run on it in order, and every collective is
+  // ordered after it, so no other synchronisation is needed. Ignored on the CPU.
+  void* cuda_stream = nullptr;
 };
 
 class Reducer;
@@ -78,7 +91,9 @@ class Reducer {
  public:
   // Collective: checks that every rank registered the same parameters (count, names, sizes,
   // dtypes, devices) and options; on any difference every rank throws ddp::Error
-  // (PG_ERR_MISMATCH) saying what differs. CUDA parameters: PG_ERR_UNSUPPORTED for now.
+  // (PG_ERR_MISMATCH) saying what differs. Parameters on more than one device, or memory
+  // that is not on the declared device: PG_ERR_INVALID_ARGUMENT; CUDA parameters without
+  // CUDA (build or device): PG_ERR_UNSUPPORTED; reported by every rank.
   Reducer(const Group& group, std::vector<Parameter> params, ReducerOptions options = {});
   ~Reducer();  // waits for reductions still in flight (bounded by the group timeout)
   Reducer(const Reducer&) = delete;
@@ -125,6 +140,7 @@ class Reducer {
   };
 
   void build_buckets(std::span<const size_t> order, bool keep_grads);
+  detail::Exec exec() const;  // the parameters' device and options_.cuda_stream
   void check_usable() const;
   [[noreturn]] void fail(pg_status_t status, const std::string& message);
   [[noreturn]] void throw_dtype(size_t i, pg_dtype_t wanted) const;
@@ -139,6 +155,7 @@ class Reducer {
   const Group* group_;
   int world_size_;
   std::vector<Parameter> params_;
+  Device device_;  // of every parameter (CPU when there are none)
   ReducerOptions options_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<Slot> slots_;

@@ -19,8 +19,9 @@
 
 namespace procgroup::ddp {
 
-// Where memory lives. Only PG_DEVICE_CPU works today; CUDA tensors are rejected with
-// PG_ERR_UNSUPPORTED until the NCCL plugin exists (the fields are here so the API stays).
+// Where memory lives: host memory (PG_DEVICE_CPU) or memory on CUDA device `index`
+// (PG_DEVICE_CUDA; each rank names its own GPU, usually its local rank). A build without
+// CUDA rejects CUDA tensors with PG_ERR_UNSUPPORTED "procgroup was built without CUDA".
 struct Device {
   pg_device_type_t type = PG_DEVICE_CPU;
   int32_t index = 0;
@@ -45,10 +46,13 @@ struct TensorRef {
     return {const_cast<std::remove_cv_t<T>*>(s.data()), s.size(), dtype_of<T>(), device};
   }
   size_t bytes() const { return numel * element_size(dtype); }
-  pg_buffer_t buffer() const {
+  // For a collective on this tensor; stream (a cudaStream_t, NULL: the legacy default
+  // stream) orders the collective after the work already enqueued there.
+  pg_buffer_t buffer(void* stream = nullptr) const {
     pg_buffer_t b = pg_buffer_cpu(data, numel, dtype);
     b.device_type = device.type;
     b.device_index = device.index;
+    b.stream = stream;
     return b;
   }
 };
