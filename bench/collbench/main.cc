@@ -2,15 +2,18 @@
 // procgroup program:
 //
 //   pgrun --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 256M -f 2 -n 20 -w 5
-//         -d f32 -o sum -c 1 [--direct] [--json out.json] [--csv out.csv]
+//         -d f32 -o sum -c 1 [--direct] [--json out.json] [--csv out.csv] [-g cuda]
 //
-// The backend is procgroup's choice (PROCGROUP_BACKEND). --direct also times raw Gloo in the
-// same run. See docs/benchmarks.md for the columns.
+// The backend is procgroup's choice (PROCGROUP_BACKEND; nccl by default with -g cuda).
+// --direct also times raw Gloo (host buffers) or raw NCCL (-g cuda) in the same run. See
+// docs/benchmarks.md for the columns.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "options.h"
@@ -18,6 +21,10 @@
 #include "runner.h"
 #if COLLBENCH_HAVE_GLOO_DIRECT
 #include "gloo_direct.h"
+#endif
+#if COLLBENCH_HAVE_CUDA
+#include "cuda_memory.h"
+#include "nccl_direct.h"
 #endif
 
 namespace procgroup::bench {
@@ -34,7 +41,60 @@ std::chrono::milliseconds group_timeout() {
   return std::chrono::seconds(seconds > 0 ? seconds : 300);
 }
 
-std::unique_ptr<Engine> make_direct(Communicator& comm, const std::string& backend) {
+#if COLLBENCH_HAVE_CUDA
+// The first of the launchers' variables that is set, else fallback.
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* v : names) {
+    const char* s = std::getenv(v);
+    if (s != nullptr && *s != '\0') return std::atoi(s);
+  }
+  return fallback;
+}
+#endif
+
+// -g cuda: this rank's GPU (made current before the group exists, so NCCL finds it), its
+// buffers, and CUDA events on the legacy default stream, where procgroup's operations are
+// ordered (pg_buffer_t.stream NULL).
+struct DeviceSide {
+  Placement placement;
+  std::unique_ptr<Memory> memory;
+  std::unique_ptr<Timer> timer;
+};
+
+DeviceSide make_device_side(const std::string& device) {
+  DeviceSide d;
+  if (device != "cuda") return d;
+#if COLLBENCH_HAVE_CUDA
+  const int local_rank = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0);
+  const int local_size = env_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1);
+  const int index = select_cuda_device(local_rank, local_size);
+  d.placement = {PG_DEVICE_CUDA, index};
+  d.memory = std::make_unique<CudaMemory>(index);
+  d.timer = std::make_unique<CudaEventTimer>(nullptr);
+  return d;
+#else
+  throw std::runtime_error(
+      "-g cuda: this collbench was built without CUDA (no CUDA toolkit and NCCL found at "
+      "configure time, or PROCGROUP_WITH_NCCL=OFF)");
+#endif
+}
+
+std::unique_ptr<Engine> make_direct(Communicator& comm, const std::string& backend,
+                                    const DeviceSide& device, RunInfo& info) {
+  if (device.placement.type == PG_DEVICE_CUDA) {
+    if (backend != "nccl") {
+      throw std::invalid_argument(
+          "--direct with -g cuda compares with raw NCCL, so it needs the nccl backend (this "
+          "group runs on '" +
+          backend + "'; unset PROCGROUP_BACKEND or set it to nccl)");
+    }
+#if COLLBENCH_HAVE_CUDA
+    info.direct_name = "nccl";
+    info.direct_detail = "a raw NCCL communicator (ncclCommInitRank, own stream, CUDA events)";
+    return make_nccl_direct_engine(comm, device.placement.index);
+#endif
+  }
+  info.direct_name = "gloo";
 #if COLLBENCH_HAVE_GLOO_DIRECT
   if (backend != "gloo") {
     throw std::invalid_argument(
@@ -53,16 +113,17 @@ std::unique_ptr<Engine> make_direct(Communicator& comm, const std::string& backe
 }
 
 int run(const Options& options) {
-  Group group = Group::from_env();
-  ProcgroupCommunicator comm(group);
-  ProcgroupEngine engine(group);
+  const DeviceSide device = make_device_side(options.device);
+  pg_group_options_t group_options = PG_GROUP_OPTIONS_INIT;  // the rest from the environment
+  group_options.device_type = device.placement.type;
+  Group group(group_options);
+  ProcgroupCommunicator comm(group, device.memory.get(), device.placement);
+  ProcgroupEngine engine(group, device.placement, device.timer.get());
   RunInfo info{"collbench", std::string(group.backend()), "", "", group.size(), options};
+  info.buffers = device.memory ? device.memory->name() : "host";
   std::unique_ptr<Engine> direct;
-  if (options.direct) {
-    direct = make_direct(comm, info.backend);
-    info.direct_name = "gloo";
-  }
-  const int status = run_benchmark(info, comm, engine, direct.get());
+  if (options.direct) direct = make_direct(comm, info.backend, device, info);
+  const int status = run_benchmark(info, comm, engine, direct.get(), device.memory.get());
   direct.reset();
   group.destroy();
   return status;
@@ -73,7 +134,7 @@ int run(const Options& options) {
 
 int main(int argc, char** argv) {
   using namespace procgroup::bench;
-  const ParsedOptions parsed = parse_options(argc, argv, {"collbench", kDescription, true});
+  const ParsedOptions parsed = parse_options(argc, argv, {"collbench", kDescription, true, true});
   if (!parsed.run) return parsed.exit_code;
   // Gloo writes with writev(): a peer that exits first must not kill us with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);

@@ -1,6 +1,7 @@
 // collbench's procgroup Communicator and Engine (see procgroup_engine.h).
 #include "procgroup_engine.h"
 
+#include <utility>
 #include <vector>
 
 namespace procgroup::bench {
@@ -57,38 +58,77 @@ pg_reduce_op_t to_pg(RedOp op) {
   return PG_REDUCE_SUM;
 }
 
-ProcgroupCommunicator::ProcgroupCommunicator(const Group& group)
-    : group_(group), rank_(group.rank()), size_(group.size()) {}
+pg_buffer_t Placement::buffer(void* data, uint64_t count, pg_dtype_t dtype) const {
+  pg_buffer_t b = pg_buffer_cpu(data, count, dtype);
+  b.device_type = type;
+  b.device_index = index;  // stream NULL: the legacy default stream for CUDA
+  return b;
+}
 
-void ProcgroupCommunicator::barrier() { check(pg_barrier(group_.handle(), nullptr, nullptr)); }
+ProcgroupCommunicator::ProcgroupCommunicator(const Group& group, Memory* staging,
+                                             Placement placement)
+    : group_(group),
+      rank_(group.rank()),
+      size_(group.size()),
+      staging_(staging),
+      placement_(placement) {}
+
+ProcgroupCommunicator::~ProcgroupCommunicator() {
+  if (staging_ != nullptr) staging_->release(scratch_);
+}
+
+void ProcgroupCommunicator::on_buffer(Group::CFn fn, void* data, uint64_t count, pg_dtype_t dtype,
+                                      size_t es, const pg_op_options_t& options) {
+  if (staging_ == nullptr) {
+    const pg_buffer_t b = pg_buffer_cpu(data, count, dtype);
+    return call_blocking(fn(group_.handle(), nullptr, &b, &options, nullptr));
+  }
+  const uint64_t bytes = count * es;
+  if (bytes > scratch_bytes_) {
+    staging_->release(std::exchange(scratch_, nullptr));
+    scratch_bytes_ = 0;
+    scratch_ = staging_->allocate(bytes);
+    scratch_bytes_ = bytes;
+  }
+  staging_->to_device(scratch_, data, bytes);
+  const pg_buffer_t b = placement_.buffer(scratch_, count, dtype);
+  call_blocking(fn(group_.handle(), nullptr, &b, &options, nullptr));
+  staging_->to_host(data, scratch_, bytes);
+}
+
+// With staging, a one-element allreduce: the barrier then needs no host buffer either.
+void ProcgroupCommunicator::barrier() {
+  if (staging_ == nullptr) return check(pg_barrier(group_.handle(), nullptr, nullptr));
+  sum(0);
+}
 
 double ProcgroupCommunicator::allreduce(double value, RedOp op) {
-  pg_buffer_t b = pg_buffer_cpu(&value, 1, PG_DTYPE_F64);
-  const pg_op_options_t o = op_options(static_cast<ReduceOp>(to_pg(op)));
-  call_blocking(pg_allreduce(group_.handle(), nullptr, &b, &o, nullptr));
+  on_buffer(pg_allreduce, &value, 1, PG_DTYPE_F64, sizeof value,
+            op_options(static_cast<ReduceOp>(to_pg(op))));
   return value;
 }
 
 int64_t ProcgroupCommunicator::sum(int64_t value) {
-  pg_buffer_t b = pg_buffer_cpu(&value, 1, PG_DTYPE_I64);
-  call_blocking(pg_allreduce(group_.handle(), nullptr, &b, nullptr, nullptr));
+  on_buffer(pg_allreduce, &value, 1, PG_DTYPE_I64, sizeof value, op_options());
   return value;
 }
 
 void ProcgroupCommunicator::broadcast(void* data, size_t bytes, int root) {
-  pg_buffer_t b = pg_buffer_cpu(data, bytes, PG_DTYPE_U8);
-  const pg_op_options_t o = op_options(ReduceOp::kSum, root);
-  call_blocking(pg_broadcast(group_.handle(), nullptr, &b, &o, nullptr));
+  on_buffer(pg_broadcast, data, bytes, PG_DTYPE_U8, 1, op_options(ReduceOp::kSum, root));
 }
 
-ProcgroupEngine::ProcgroupEngine(const Group& group)
-    : group_(group), rank_(group.rank()), size_(group.size()) {}
+ProcgroupEngine::ProcgroupEngine(const Group& group, Placement placement, Timer* timer)
+    : group_(group),
+      rank_(group.rank()),
+      size_(group.size()),
+      placement_(placement),
+      timer_(timer) {}
 
 void ProcgroupEngine::run(const OpCall& call, int iters, bool blocking) {
   if (call.op == Coll::kSendrecv) return run_sendrecv(call, iters, blocking);
   const pg_dtype_t dtype = to_pg(call.dtype);
-  const pg_buffer_t in = pg_buffer_cpu(call.input, call.layout.send_count, dtype);
-  const pg_buffer_t out = pg_buffer_cpu(call.output, call.layout.recv_count, dtype);
+  const pg_buffer_t in = placement_.buffer(call.input, call.layout.send_count, dtype);
+  const pg_buffer_t out = placement_.buffer(call.output, call.layout.recv_count, dtype);
   const pg_op_options_t o = op_options(static_cast<ReduceOp>(to_pg(call.redop)), call.root);
   const Group::CFn fn = function_for(call.op);
   if (blocking) {
@@ -104,8 +144,8 @@ void ProcgroupEngine::run(const OpCall& call, int iters, bool blocking) {
 // nccl-tests' pattern: send to rank+1, receive from rank-1 (with 2 ranks, a pair exchange).
 void ProcgroupEngine::run_sendrecv(const OpCall& call, int iters, bool blocking) {
   const pg_dtype_t dtype = to_pg(call.dtype);
-  pg_buffer_t in = pg_buffer_cpu(call.input, call.layout.send_count, dtype);
-  pg_buffer_t out = pg_buffer_cpu(call.output, call.layout.recv_count, dtype);
+  pg_buffer_t in = placement_.buffer(call.input, call.layout.send_count, dtype);
+  pg_buffer_t out = placement_.buffer(call.output, call.layout.recv_count, dtype);
   const pg_op_options_t to = op_options(ReduceOp::kSum, 0, (rank_ + 1) % size_);
   const pg_op_options_t from = op_options(ReduceOp::kSum, 0, (rank_ + size_ - 1) % size_);
   std::vector<Work> works;

@@ -2,20 +2,37 @@
 // barriers and small reductions, and the Engine that issues the measured collectives through
 // the public C ABI (procgroup.h), as an application would.
 //
+// With -g cuda the engine's buffers are device buffers (the legacy default stream) and the
+// communicator stages its small values through device memory, so it needs nothing but CUDA
+// buffers from the backend.
+//
 //   procgroup::Group group = procgroup::Group::from_env();
 //   ProcgroupCommunicator comm(group);
 //   ProcgroupEngine engine(group);
 //   engine.run(call, 20, /*blocking=*/false);   // 20 issued with work handles, then waited for
 #pragma once
 
+#include "memory.h"
 #include "procgroup/procgroup.hpp"
 #include "runner.h"
 
 namespace procgroup::bench {
 
+// Where the buffers handed to procgroup live.
+struct Placement {
+  pg_device_type_t type = PG_DEVICE_CPU;
+  int32_t index = 0;
+  pg_buffer_t buffer(void* data, uint64_t count, pg_dtype_t dtype) const;
+};
+
 class ProcgroupCommunicator : public Communicator {
  public:
-  explicit ProcgroupCommunicator(const Group& group);
+  // staging null: host buffers; else the values go through memory's buffers on placement.
+  explicit ProcgroupCommunicator(const Group& group, Memory* staging = nullptr,
+                                 Placement placement = {});
+  ~ProcgroupCommunicator() override;
+  ProcgroupCommunicator(const ProcgroupCommunicator&) = delete;
+  ProcgroupCommunicator& operator=(const ProcgroupCommunicator&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void barrier() override;
@@ -24,15 +41,25 @@ class ProcgroupCommunicator : public Communicator {
   void broadcast(void* data, size_t bytes, int root) override;
 
  private:
+  // One blocking single-buffer operation on count elements at data (host memory).
+  void on_buffer(Group::CFn fn, void* data, uint64_t count, pg_dtype_t dtype, size_t es,
+                 const pg_op_options_t& options);
+
   const Group& group_;
   int rank_;
   int size_;
+  Memory* staging_;
+  Placement placement_;
+  void* scratch_ = nullptr;
+  uint64_t scratch_bytes_ = 0;
 };
 
 class ProcgroupEngine : public Engine {
  public:
-  explicit ProcgroupEngine(const Group& group);
+  // timer null: the runner's host clock.
+  explicit ProcgroupEngine(const Group& group, Placement placement = {}, Timer* timer = nullptr);
   void run(const OpCall& call, int iters, bool blocking) override;
+  Timer* timer() override { return timer_; }
 
  private:
   void run_sendrecv(const OpCall& call, int iters, bool blocking);
@@ -40,6 +67,8 @@ class ProcgroupEngine : public Engine {
   const Group& group_;
   int rank_;
   int size_;
+  Placement placement_;
+  Timer* timer_;
 };
 
 pg_dtype_t to_pg(Dtype dtype);

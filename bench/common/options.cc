@@ -117,8 +117,16 @@ ParsedOptions parse_options(int argc, char** argv, const ToolInfo& tool) {
   app.add_option("--csv", o.csv_path, "also write the results as CSV to FILE (rank 0)");
   if (tool.offers_direct) {
     app.add_flag("--direct", o.direct,
-                 "also time each size calling Gloo directly (same algorithm as the gloo "
-                 "backend) and print the procgroup/Gloo busbw ratio");
+                 "also time each size calling the library directly (Gloo, same algorithm as the "
+                 "gloo backend; NCCL with -g cuda) and print the procgroup/raw busbw ratio and "
+                 "the time procgroup adds");
+  }
+  if (tool.offers_device) {
+    app.add_option("-g,--device", o.device,
+                   "cpu: host buffers; cuda: buffers on GPU LOCAL_RANK, timed with CUDA events, "
+                   "the nccl backend by default")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
   }
   app.add_option("--corrupt-rank", o.corrupt_rank,
                  "test hook: this rank overwrites input element 0 before each checked run, so "

@@ -35,14 +35,16 @@ struct Options {
   TimeAggregate aggregate = TimeAggregate::kMax;
   std::string json_path;
   std::string csv_path;
-  bool direct = false;    // collbench: also time raw Gloo
-  int corrupt_rank = -1;  // test hook: this rank corrupts its input before each check
+  bool direct = false;         // collbench: also time the raw library (Gloo, or NCCL with -g cuda)
+  std::string device = "cpu";  // collbench -g: where the buffers live (cpu or cuda)
+  int corrupt_rank = -1;       // test hook: this rank corrupts its input before each check
 };
 
 struct ToolInfo {
-  const char* name;         // "collbench"
-  const char* description;  // first paragraph of --help
-  bool offers_direct;       // whether --direct exists
+  const char* name;            // "collbench"
+  const char* description;     // first paragraph of --help
+  bool offers_direct;          // whether --direct exists
+  bool offers_device = false;  // whether -g/--device exists
 };
 
 struct ParsedOptions {

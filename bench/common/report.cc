@@ -28,6 +28,11 @@ double ratio(const Row& r) {
   return r.direct && r.direct->busbw > 0 ? r.out_of_place.busbw / r.direct->busbw : 0.0;
 }
 
+// What procgroup adds to one operation's time over the raw library (out of place).
+double added_us(const Row& r) {
+  return r.direct ? r.out_of_place.time_us - r.direct->time_us : 0.0;
+}
+
 const char* aggregate_text(TimeAggregate a) {
   switch (a) {
     case TimeAggregate::kRank0: return "rank 0's";
@@ -79,9 +84,10 @@ void Reporter::header() const {
   const Options& o = info_.options;
   std::string out;
   const std::string detail = info_.backend_detail.empty() ? "" : " (" + info_.backend_detail + ")";
-  out += fmt::format("# {} {}: backend {}{}, {} ranks, {}, root {}\n", info_.tool, coll_name(o.op),
-                     info_.backend, detail, info_.world_size, joined_names(o),
-                     rooted(o.op) ? std::to_string(o.root) : "none");
+  const std::string buffers = info_.buffers.empty() ? "" : ", " + info_.buffers + " buffers";
+  out += fmt::format("# {} {}: backend {}{}, {} ranks{}, {}, root {}\n", info_.tool,
+                     coll_name(o.op), info_.backend, detail, info_.world_size, buffers,
+                     joined_names(o), rooted(o.op) ? std::to_string(o.root) : "none");
   out +=
       fmt::format("# sizes {} to {} (x{}); {} warmup + {} timed iterations per size; {}\n",
                   format_bytes(o.min_bytes), format_bytes(o.max_bytes), o.factor, o.warmup, o.iters,
@@ -90,10 +96,14 @@ void Reporter::header() const {
   out += fmt::format("# time: mean per operation after a barrier, {}; check {}\n",
                      aggregate_text(o.aggregate), o.check ? "on: every element" : "off");
   if (!info_.direct_name.empty()) {
+    const std::string what =
+        info_.direct_detail.empty()
+            ? "a raw " + info_.direct_name + " context (own TCP device, same algorithm)"
+            : info_.direct_detail;
     out += fmt::format(
-        "# direct: the same out-of-place operation on a raw {} context (own TCP device, same "
-        "algorithm); ratio = busbw procgroup / busbw {}\n",
-        info_.direct_name, info_.direct_name);
+        "# direct: the same out-of-place operation on {}; ratio = busbw procgroup / busbw {}, "
+        "+time = time procgroup - time {}\n",
+        what, info_.direct_name, info_.direct_name);
   }
   out += "#\n";
   std::string groups = fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>6}", "", "", "", "", "");
@@ -109,9 +119,11 @@ void Reporter::header() const {
   names += meas_names + meas_names;
   units += meas_units + meas_units;
   if (!info_.direct_name.empty()) {
-    groups += fmt::format("  {:^34}", info_.direct_name + " direct (out-of-place)");
-    names += fmt::format("  {:>8}  {:>7}  {:>6}  {:>7}", "time", "busbw", "#wrong", "ratio");
-    units += fmt::format("  {:>8}  {:>7}  {:>6}  {:>7}", "(us)", "(GB/s)", "", "pg/raw");
+    groups += fmt::format("  {:^44}", info_.direct_name + " direct (out-of-place)");
+    names += fmt::format("  {:>8}  {:>7}  {:>6}  {:>7}  {:>8}", "time", "busbw", "#wrong", "ratio",
+                         "+time");
+    units +=
+        fmt::format("  {:>8}  {:>7}  {:>6}  {:>7}  {:>8}", "(us)", "(GB/s)", "", "pg/raw", "(us)");
   }
   out += groups + "\n" + names + "\n" + units + "\n";
   std::fputs(out.c_str(), stdout);
@@ -126,8 +138,8 @@ void Reporter::row(const Row& r) {
                   r.redop ? redop_name(*r.redop) : "none", r.root);
   line += measurement_cells(r.out_of_place) + measurement_cells(r.in_place);
   if (r.direct) {
-    line += fmt::format("  {}  {:7.2f}  {:>6}  {:7.3f}", format_time(r.direct->time_us),
-                        r.direct->busbw, format_wrong(r.direct->wrong), ratio(r));
+    line += fmt::format("  {}  {:7.2f}  {:>6}  {:7.3f}  {:8.2f}", format_time(r.direct->time_us),
+                        r.direct->busbw, format_wrong(r.direct->wrong), ratio(r), added_us(r));
   }
   std::puts(line.c_str());
   std::fflush(stdout);
@@ -193,6 +205,7 @@ nlohmann::json Reporter::to_json() const {
     if (r.direct) {
       j["direct"] = measurement_json(r.direct);
       j["ratio_busbw"] = ratio(r);
+      j["added_us"] = added_us(r);
     }
     rows.push_back(std::move(j));
   }
@@ -201,6 +214,7 @@ nlohmann::json Reporter::to_json() const {
           {"backend_detail", info_.backend_detail},
           {"direct",
            info_.direct_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(info_.direct_name)},
+          {"buffers", info_.buffers.empty() ? "host" : info_.buffers},
           {"op", coll_name(o.op)},
           {"world_size", info_.world_size},
           {"min_bytes", o.min_bytes},
@@ -220,14 +234,14 @@ std::string Reporter::to_csv() const {
       "tool,backend,world_size,op,size_bytes,count,dtype,redop,root,"
       "oop_time_us,oop_algbw_gbps,oop_busbw_gbps,oop_wrong,"
       "ip_time_us,ip_algbw_gbps,ip_busbw_gbps,ip_wrong,"
-      "direct_time_us,direct_busbw_gbps,direct_wrong,ratio_busbw\n";
+      "direct_time_us,direct_busbw_gbps,direct_wrong,ratio_busbw,added_us\n";
   for (const Row& r : rows_) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},", info_.tool, info_.backend, info_.world_size,
                        coll_name(r.op), r.bytes, r.count, dtype_name(r.dtype),
                        r.redop ? redop_name(*r.redop) : "none", r.root);
     out += csv_cells(r.out_of_place, true) + "," + csv_cells(r.in_place, true) + ",";
     out += csv_cells(r.direct, false) + ",";
-    out += r.direct ? fmt::format("{:.4f}", ratio(r)) : "";
+    out += r.direct ? fmt::format("{:.4f},{:.3f}", ratio(r), added_us(r)) : ",";
     out += "\n";
   }
   return out;

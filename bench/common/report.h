@@ -36,7 +36,7 @@ struct Row {
   uint64_t count = 0;          // per-rank element count of the call
   Measurement out_of_place;
   std::optional<Measurement> in_place;  // absent for sendrecv
-  std::optional<Measurement> direct;    // --direct: raw Gloo, out of place
+  std::optional<Measurement> direct;    // --direct: the raw library, out of place
 };
 
 struct RunInfo {
@@ -46,6 +46,8 @@ struct RunInfo {
   std::string direct_name;     // non-empty with --direct: "gloo"
   int world_size = 0;
   Options options;
+  std::string buffers{};        // where the buffers live ("host", "cuda:0 (...)"); empty: not said
+  std::string direct_detail{};  // the header's account of the direct engine; empty: raw Gloo's
 };
 
 class Reporter {

@@ -1,6 +1,7 @@
 // The benchmark sweep: timing, checking, reporting (see runner.h).
 #include "runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,17 +30,38 @@ Buffer allocate(uint64_t bytes) {
   return b;
 }
 
+// A Memory's allocation, released with it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Memory* memory, uint64_t bytes)
+      : memory_(memory),
+        data_(memory != nullptr ? static_cast<std::byte*>(memory->allocate(bytes)) : nullptr) {}
+  ~DeviceBuffer() {
+    if (memory_ != nullptr) memory_->release(data_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::byte* get() const { return data_; }
+
+ private:
+  Memory* memory_;
+  std::byte* data_;
+};
+
 class Sweep {
  public:
-  Sweep(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct)
+  Sweep(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct, Memory* memory)
       : o_(info.options),
         comm_(comm),
         engine_(engine),
         direct_(direct),
+        memory_(memory),
         reporter_(info, comm.rank() == 0),
         send_(allocate(o_.max_bytes)),
         recv_(allocate(o_.max_bytes)),
-        expected_(allocate(o_.check ? o_.max_bytes : 0)) {}
+        expected_(allocate(o_.check ? o_.max_bytes : 0)),
+        device_send_(memory, o_.max_bytes),
+        device_recv_(memory, o_.max_bytes) {}
 
   int run() {
     reporter_.header();
@@ -103,6 +125,39 @@ class Sweep {
     fill_input(spec, call.layout, call.input);
   }
 
+  // The call the engine gets: the host call, or the same offsets into the device buffers.
+  OpCall on_device(const OpCall& host) const {
+    if (memory_ == nullptr) return host;
+    OpCall call = host;
+    call.input = device_send_.get() + (static_cast<std::byte*>(host.input) - send_.get());
+    if (host.in_place) {
+      call.input = device_recv_.get() + (static_cast<std::byte*>(host.input) - recv_.get());
+    }
+    call.output = device_recv_.get() + (static_cast<std::byte*>(host.output) - recv_.get());
+    return call;
+  }
+
+  // Bytes from the receive buffer's start to the end of what the call reads or writes there.
+  static uint64_t recv_extent(const OpCall& c, const std::byte* recv, size_t es) {
+    uint64_t end = static_cast<const std::byte*>(c.output) - recv + c.layout.recv_count * es;
+    if (c.in_place) {
+      end = std::max<uint64_t>(
+          end, static_cast<const std::byte*>(c.input) - recv + c.layout.send_count * es);
+    }
+    return end;
+  }
+
+  void upload(const OpCall& host, size_t es) const {
+    if (memory_ == nullptr) return;
+    if (!host.in_place)
+      memory_->to_device(device_send_.get(), send_.get(), host.layout.send_count * es);
+    memory_->to_device(device_recv_.get(), recv_.get(), recv_extent(host, recv_.get(), es));
+  }
+
+  void download_output(const OpCall& host, const OpCall& call, size_t es) const {
+    if (memory_ != nullptr) memory_->to_host(host.output, call.output, host.layout.recv_count * es);
+  }
+
   double aggregate(double value) {
     switch (o_.aggregate) {
       case TimeAggregate::kRank0:
@@ -114,25 +169,41 @@ class Sweep {
     return value;
   }
 
+  // Microseconds for iters operations, by the engine's timer or the host clock.
+  double timed_run(Engine& engine, const OpCall& call) {
+    Timer* timer = engine.timer();
+    if (timer != nullptr) {
+      timer->start();
+      engine.run(call, o_.iters, o_.blocking);
+      return timer->stop_us();
+    }
+    const auto start = Clock::now();
+    engine.run(call, o_.iters, o_.blocking);
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+
   Measurement measure(Engine& engine, const DataSpec& spec, const Layout& layout, bool in_place) {
-    const OpCall call = make_call(engine, spec, layout, in_place);
-    fill_buffers(spec, call);
+    const OpCall host = make_call(engine, spec, layout, in_place);
+    const OpCall call = on_device(host);
+    const size_t es = dtype_size(spec.dtype);
+    fill_buffers(spec, host);
+    upload(host, es);
     engine.prepare(call);
     if (o_.warmup > 0) engine.run(call, o_.warmup, o_.blocking);
     comm_.barrier();
-    const auto start = Clock::now();
-    engine.run(call, o_.iters, o_.blocking);
-    const std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;
+    const double elapsed_us = timed_run(engine, call);
     Measurement m;
-    m.time_us = aggregate(elapsed.count() / o_.iters);
+    m.time_us = aggregate(elapsed_us / o_.iters);
     m.algbw = m.time_us > 0 ? static_cast<double>(layout.bytes) / m.time_us / 1e3 : 0.0;
     m.busbw = m.algbw * busbw_factor(spec.op, spec.nranks);
     if (o_.check) {
-      fill_buffers(spec, call);
-      if (o_.corrupt_rank == spec.rank) corrupt_first_element(spec.dtype, call.input);
+      fill_buffers(spec, host);
+      if (o_.corrupt_rank == spec.rank) corrupt_first_element(spec.dtype, host.input);
+      upload(host, es);
       engine.run(call, 1, true);
+      download_output(host, call, es);
       const uint64_t local =
-          output_checked(spec) ? count_wrong(spec, expected_.get(), call.output, layout.recv_count)
+          output_checked(spec) ? count_wrong(spec, expected_.get(), host.output, layout.recv_count)
                                : 0;
       m.wrong = comm_.sum(static_cast<int64_t>(local));
     }
@@ -143,15 +214,19 @@ class Sweep {
   Communicator& comm_;
   Engine& engine_;
   Engine* direct_;
+  Memory* memory_;
   Reporter reporter_;
   Buffer send_;
   Buffer recv_;
   Buffer expected_;
+  DeviceBuffer device_send_;  // null without a Memory
+  DeviceBuffer device_recv_;
 };
 
 }  // namespace
 
-int run_benchmark(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct) {
+int run_benchmark(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct,
+                  Memory* memory) {
   const Options& o = info.options;
   if (rooted(o.op) && o.root >= comm.size()) {
     throw std::invalid_argument("-r/--root " + std::to_string(o.root) + " is not a rank (" +
@@ -160,7 +235,7 @@ int run_benchmark(const RunInfo& info, Communicator& comm, Engine& engine, Engin
   if (o.op == Coll::kSendrecv && comm.size() < 2) {
     throw std::invalid_argument("sendrecv needs at least 2 ranks");
   }
-  Sweep sweep(info, comm, engine, direct);
+  Sweep sweep(info, comm, engine, direct, memory);
   return sweep.run();
 }
 

@@ -4,6 +4,7 @@
 //
 //   MyComm comm;  MyEngine engine;
 //   return run_benchmark(info, comm, engine, /*direct=*/nullptr);   // the exit status
+//   return run_benchmark(info, comm, engine, direct, &device_memory); // device buffers
 //
 // Per size, and for out-of-place then in-place: fill the inputs, run -w warmup iterations,
 // barrier, time -n iterations, aggregate the per-rank mean over ranks (-a); then with -c 1
@@ -17,6 +18,7 @@
 
 #include "bench_types.h"
 #include "layout.h"
+#include "memory.h"
 #include "report.h"
 
 namespace procgroup::bench {
@@ -62,10 +64,15 @@ class Engine {
   virtual uint64_t in_place_output_offset(const OpCall& call, int rank) const {
     return static_cast<uint64_t>(rank) * call.layout.recv_in_place_offset;
   }
+  // What times this engine's loops; null: the host's steady clock around run().
+  virtual Timer* timer() { return nullptr; }
 };
 
 // Runs the sweep that info.options describes; rank 0 prints. Returns 0, or 1 when an element
-// was wrong or a result file could not be written. Throws what the engines throw.
-int run_benchmark(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct);
+// was wrong or a result file could not be written. Throws what the engines throw. memory:
+// where the engines' buffers live (null: host memory, filled and checked in place; else
+// filled and checked through host copies).
+int run_benchmark(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct,
+                  Memory* memory = nullptr);
 
 }  // namespace procgroup::bench

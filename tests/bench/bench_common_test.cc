@@ -265,12 +265,13 @@ TEST(Report, CsvAndJsonOfOneRow) {
   EXPECT_EQ(rep.total_wrong(), 3);
   const std::string csv = rep.to_csv();
   EXPECT_NE(csv.find("\ncollbench,gloo,2,allreduce,1024,256,f32,sum,-1,10.000,0.102400,0.102400,0,"
-                     "20.000,0.051200,0.051200,3,8.000,0.128000,0,0.8000\n"),
+                     "20.000,0.051200,0.051200,3,8.000,0.128000,0,0.8000,2.000\n"),
             std::string::npos)
       << csv;
   const nlohmann::json j = rep.to_json();
   EXPECT_EQ(j["rows"][0]["in_place"]["wrong"], 3);
   EXPECT_DOUBLE_EQ(j["rows"][0]["ratio_busbw"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["added_us"].get<double>(), 2.0);  // 10 us through procgroup, 8 raw
   EXPECT_EQ(j["wrong_total"], 3);
   EXPECT_EQ(format_bytes(8), "8 B");
   EXPECT_EQ(format_bytes(256u << 20), "256 MiB");

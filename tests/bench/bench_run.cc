@@ -38,8 +38,15 @@ BenchRun run_collbench(int ranks, std::vector<std::string> args, bool want_csv,
   std::vector<std::string> argv{PGRUN_PATH, "--nproc-per-node", std::to_string(ranks),
                                 COLLBENCH_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> env{"PROCGROUP_BACKEND=gloo", "PROCGROUP_TIMEOUT=60"};
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  // extra_env may replace the defaults (e.g. PROCGROUP_BACKEND=nccl).
+  std::vector<std::string> env = extra_env;
+  for (const std::string& d :
+       {std::string("PROCGROUP_BACKEND=gloo"), std::string("PROCGROUP_TIMEOUT=60")}) {
+    const std::string key = d.substr(0, d.find('=') + 1);
+    bool given = false;
+    for (const std::string& e : extra_env) given = given || e.rfind(key, 0) == 0;
+    if (!given) env.push_back(d);
+  }
   return run_tool(std::move(argv), want_csv, env);
 }
 

@@ -21,7 +21,7 @@ struct BenchRun {
 };
 
 // pgrun --nproc-per-node ranks collbench args... --json F [--csv F], on the gloo backend with
-// a 60 s group timeout.
+// a 60 s group timeout unless extra_env sets PROCGROUP_BACKEND or PROCGROUP_TIMEOUT.
 BenchRun run_collbench(int ranks, std::vector<std::string> args, bool want_csv = false,
                        const std::vector<std::string>& extra_env = {});
 

@@ -143,7 +143,8 @@ TEST(Collbench, CsvAndJsonCarryTheSameRowsAndColumns) {
                                             "direct_time_us",
                                             "direct_busbw_gbps",
                                             "direct_wrong",
-                                            "ratio_busbw"};
+                                            "ratio_busbw",
+                                            "added_us"};
   const auto lines = parse_csv(run.csv);
   ASSERT_EQ(lines.size(), 1u + 7u) << run.csv;  // 8, 32, ..., 32K
   EXPECT_EQ(lines[0], columns);
@@ -170,6 +171,12 @@ TEST(Collbench, CsvAndJsonCarryTheSameRowsAndColumns) {
     EXPECT_NEAR(std::stod(fields[11]), busbw, 1e-6);
     const double ratio = rows[i]["ratio_busbw"];
     EXPECT_NEAR(std::stod(fields[20]), ratio, 1e-4);
+    const double added = rows[i]["added_us"];
+    EXPECT_NEAR(added,
+                rows[i]["out_of_place"]["time_us"].get<double>() -
+                    rows[i]["direct"]["time_us"].get<double>(),
+                1e-9);
+    EXPECT_NEAR(std::stod(fields[21]), added, 1e-3);
     for (const char* key : {"time_us", "algbw_gbps", "busbw_gbps", "wrong"}) {
       EXPECT_TRUE(rows[i]["out_of_place"].contains(key)) << key;
       EXPECT_TRUE(rows[i]["in_place"].contains(key)) << key;

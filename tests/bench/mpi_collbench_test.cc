@@ -73,7 +73,7 @@ TEST_F(MpiCollbench, CorruptedInputIsCountedAndFailsTheRun) {
   EXPECT_EQ(run.json["wrong_total"], 3 * 2 * 2);
   const auto lines = parse_csv(run.csv);
   ASSERT_EQ(lines.size(), 4u) << run.csv;
-  EXPECT_EQ(lines[0].size(), 21u);
+  EXPECT_EQ(lines[0].size(), 22u);
   EXPECT_EQ(lines[1][0], "mpi_collbench");
   EXPECT_EQ(lines[1][12], "2");  // oop_wrong
   EXPECT_EQ(lines[1][17], "");   // no direct columns for MPI

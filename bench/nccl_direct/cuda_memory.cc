@@ -1,0 +1,87 @@
+// collbench's CUDA device, memory and timer (see cuda_memory.h).
+#include "cuda_memory.h"
+
+#include <stdexcept>
+
+namespace procgroup::bench {
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  throw std::runtime_error(std::string("CUDA error in ") + what + ": " +
+                           cudaGetErrorString(status) + " (" + cudaGetErrorName(status) + ")");
+}
+
+int select_cuda_device(int local_rank, int local_world_size) {
+  int count = 0;
+  const cudaError_t found = cudaGetDeviceCount(&count);
+  if (found != cudaSuccess) {
+    throw std::runtime_error(std::string("-g cuda: no CUDA device: ") + cudaGetErrorString(found) +
+                             " (cudaGetDeviceCount: " + cudaGetErrorName(found) + ")");
+  }
+  if (count <= 0)
+    throw std::runtime_error("-g cuda: no CUDA device: cudaGetDeviceCount found none");
+  // NCCL refuses two ranks on one GPU; more ranks than GPUs cannot be measured honestly.
+  if (local_world_size > count) {
+    throw std::runtime_error("-g cuda: " + std::to_string(local_world_size) +
+                             " ranks on this node but " + std::to_string(count) +
+                             " CUDA device(s); NCCL needs a device of its own for every rank "
+                             "(with one GPU, run one rank)");
+  }
+  const int device = (local_rank < 0 ? 0 : local_rank) % count;
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  return device;
+}
+
+CudaMemory::CudaMemory(int device) {
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  name_ = "cuda:" + std::to_string(device) + " (" + prop.name + ")";
+}
+
+void* CudaMemory::allocate(uint64_t bytes) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+  const cudaError_t zeroed = cudaMemset(p, 0, bytes == 0 ? 1 : bytes);
+  if (zeroed != cudaSuccess) cudaFree(p);
+  check_cuda(zeroed, "cudaMemset");
+  return p;
+}
+
+void CudaMemory::release(void* p) noexcept {
+  if (p != nullptr) cudaFree(p);  // nothing useful to do about a failure while freeing
+}
+
+// cudaMemcpy is ordered after the legacy default stream and complete on return.
+void CudaMemory::to_device(void* dst, const void* host_src, uint64_t bytes) {
+  if (bytes > 0)
+    check_cuda(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy to GPU");
+}
+
+void CudaMemory::to_host(void* host_dst, const void* src, uint64_t bytes) {
+  if (bytes > 0)
+    check_cuda(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
+}
+
+CudaEventTimer::CudaEventTimer(cudaStream_t stream) : stream_(stream) {
+  check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+  const cudaError_t created = cudaEventCreate(&stop_);
+  if (created != cudaSuccess) cudaEventDestroy(start_);
+  check_cuda(created, "cudaEventCreate");
+}
+
+CudaEventTimer::~CudaEventTimer() {
+  cudaEventDestroy(start_);
+  cudaEventDestroy(stop_);
+}
+
+void CudaEventTimer::start() { check_cuda(cudaEventRecord(start_, stream_), "cudaEventRecord"); }
+
+double CudaEventTimer::stop_us() {
+  check_cuda(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+  check_cuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+  return 1000.0 * ms;
+}
+
+}  // namespace procgroup::bench
