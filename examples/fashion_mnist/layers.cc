@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "procgroup/ddp/sync_batch_norm.h"
-
 namespace fashion_mnist {
 
 void linear_forward(const float* x, int n, int in, const float* w, const float* b, int out,
@@ -168,42 +166,10 @@ class LocalBatchNorm final : public BatchNorm {
   std::vector<double> mean_, invstd_;
 };
 
-// ddp::SyncBatchNorm assigns its weight and bias gradients; ours accumulate.
-class SyncBatchNormLayer final : public BatchNorm {
- public:
-  SyncBatchNormLayer(const procgroup::Group& group, int channels)
-      : bn_(group, channels), gw_(channels), gb_(channels) {}
-
-  void forward(std::span<const float> x, int n, std::span<float> y) override {
-    bn_.forward(x, n, 1, y);
-  }
-  void backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx,
-                std::span<float> grad_weight, std::span<float> grad_bias) override {
-    bn_.backward(x, dy, dx, gw_, gb_);
-    for (size_t c = 0; c < gw_.size(); ++c) {
-      grad_weight[c] += gw_[c];
-      grad_bias[c] += gb_[c];
-    }
-  }
-  void train(bool on) override { bn_.train(on); }
-  std::span<float> weight() override { return bn_.weight(); }
-  std::span<float> bias() override { return bn_.bias(); }
-  std::span<float> running_mean() override { return bn_.running_mean(); }
-  std::span<float> running_var() override { return bn_.running_var(); }
-
- private:
-  procgroup::ddp::SyncBatchNorm bn_;
-  std::vector<float> gw_, gb_;
-};
-
 }  // namespace
 
 std::unique_ptr<BatchNorm> make_local_batch_norm(int channels) {
   return std::make_unique<LocalBatchNorm>(channels);
-}
-
-std::unique_ptr<BatchNorm> make_sync_batch_norm(const procgroup::Group& group, int channels) {
-  return std::make_unique<SyncBatchNormLayer>(group, channels);
 }
 
 }  // namespace fashion_mnist

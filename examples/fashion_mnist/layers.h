@@ -1,6 +1,7 @@
 // layers.h — the MLP's building blocks on row-major float arrays: a fully connected layer
-// whose matrix products go to CBLAS (OpenBLAS), ReLU, softmax cross-entropy, and batch
-// normalisation that is either per rank (LocalBatchNorm) or global (ddp::SyncBatchNorm).
+// whose matrix products go to CBLAS (OpenBLAS), ReLU, softmax cross-entropy, and the batch
+// normalisation interface with its per-rank CPU implementation (the global one, on any
+// device, is ddp::SyncBatchNorm: make_sync_batch_norm in ops.h).
 //
 // Gradients accumulate (+=) like autograd's .grad and the ddp Reducer's storage, so the
 // caller zeroes them between steps (Reducer::zero_grad()).
@@ -14,8 +15,6 @@
 #include <memory>
 #include <span>
 #include <vector>
-
-#include "procgroup/procgroup.hpp"
 
 namespace fashion_mnist {
 
@@ -60,8 +59,5 @@ class BatchNorm {
 
 // The batch's statistics are this rank's alone (what plain nn.BatchNorm1d does under DDP).
 std::unique_ptr<BatchNorm> make_local_batch_norm(int channels);
-// Statistics over the global batch (every rank's rows): ddp::SyncBatchNorm. Forward and
-// backward in training are collective on group.
-std::unique_ptr<BatchNorm> make_sync_batch_norm(const procgroup::Group& group, int channels);
 
 }  // namespace fashion_mnist

@@ -2,7 +2,7 @@
 // project's main job. See docs/training.md.
 //
 //   pgrun --nproc-per-node 2 build/bin/fashion_mnist --epochs 10 --csv run.csv
-//         --checkpoint run.ckpt [--resume] [--sync-bn] [--measure-overhead 200]
+//         --checkpoint run.ckpt [--resume] [--sync-bn] [--device cuda] [--measure-overhead 200]
 #include <cblas.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,9 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "idx.h"
+#include "ops.h"
 #include "options.h"
 #include "overhead.h"
 #include "trainer.h"
@@ -40,12 +43,24 @@ bool launched() {
   return false;
 }
 
-// Run alone (not under a launcher), the program is one rank of a group of one.
-procgroup::Group make_group() {
-  if (launched()) return procgroup::Group::from_env();
+// The first of the launchers' variables that is set, else fallback.
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* v : names) {
+    const char* s = std::getenv(v);
+    if (s != nullptr && *s != '\0') return std::atoi(s);
+  }
+  return fallback;
+}
+
+// Run alone (not under a launcher), the program is one rank of a group of one. The device
+// type picks the default backend (nccl for CUDA); PROCGROUP_BACKEND still overrides it.
+procgroup::Group make_group(pg_device_type_t device_type) {
   pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
-  o.rank = 0;
-  o.size = 1;
+  o.device_type = device_type;
+  if (!launched()) {
+    o.rank = 0;
+    o.size = 1;
+  }
   return procgroup::Group(o);
 }
 
@@ -57,30 +72,34 @@ int blas_threads(int requested) {
 
 int run(const fm::Options& options, int& rank) {
   const auto start = std::chrono::steady_clock::now();
-  procgroup::Group group = make_group();
+  openblas_set_num_threads(blas_threads(options.blas_threads));
+  const fm::TrainConfig& c = options.train;
+  // The device first: a CUDA rank selects its GPU before the group (NCCL) sees it.
+  const int local_rank =
+      launched() ? env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0) : 0;
+  const int local_size =
+      launched() ? env_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1) : 1;
+  const std::unique_ptr<fm::Ops> ops = fm::make_ops(c.device, local_rank, local_size);
+  procgroup::Group group = make_group(ops->device().type);
   rank = group.rank();
   std::snprintf(g_sigterm_message, sizeof g_sigterm_message,
                 "fashion_mnist: rank %d: stopped by SIGTERM (pgrun stops every rank when one "
                 "fails; see the first failing rank's error above)\n",
                 rank);
-  openblas_set_num_threads(blas_threads(options.blas_threads));
-  const fm::TrainConfig& c = options.train;
   const fm::FashionMnist data = fm::load_fashion_mnist(c.data_dir, c.train_limit, c.test_limit);
-  fm::Trainer trainer(group, c, data);
+  fm::Trainer trainer(group, c, data, *ops);
   const bool lead = rank == 0;
   if (lead) {
     std::string layers = std::to_string(data.train.pixels);
     for (int h : c.hidden) layers += "-" + std::to_string(h);
     std::printf(
         "fashion_mnist: %d rank(s) on %s, global batch %d (%d per rank), lr %g %s, %s "
-        "batch norm\n  data %lld train / %lld test samples from %s; MLP %s-%d; OpenBLAS "
-        "%s, %d thread(s) per rank\n",
+        "batch norm\n  data %lld train / %lld test samples from %s; MLP %s-%d; device %s\n",
         group.size(), std::string(group.backend()).c_str(), c.batch_size * group.size(),
         c.batch_size, c.lr, c.schedule == fm::Schedule::kCosine ? "cosine" : "constant",
         c.sync_bn ? "synchronised (SyncBatchNorm)" : "per-rank",
         static_cast<long long>(data.train.size), static_cast<long long>(data.test.size),
-        c.data_dir.c_str(), layers.c_str(), fm::kClasses, openblas_get_corename(),
-        openblas_get_num_threads());
+        c.data_dir.c_str(), layers.c_str(), fm::kClasses, ops->describe().c_str());
     std::fflush(stdout);
   }
 

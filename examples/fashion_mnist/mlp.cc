@@ -24,23 +24,25 @@ void fill_uniform(std::span<float> v, float bound, uint64_t seed, uint64_t strea
 
 }  // namespace
 
-Mlp::Mlp(MlpShape shape, uint64_t seed, const BatchNormFactory& make_bn)
-    : shape_(std::move(shape)) {
+Mlp::Mlp(MlpShape shape, uint64_t seed, const BatchNormFactory& make_bn, const Ops& ops)
+    : ops_(ops), shape_(std::move(shape)) {
   if (shape_.inputs <= 0 || shape_.classes <= 0) throw std::invalid_argument("bad MLP shape");
-  // BatchNorm values live in the BatchNorm, the rest in storage_ (whose inner vectors keep
-  // their buffers when it grows, so the spans stay valid).
+  // BatchNorm values live in the BatchNorm, the rest in storage_ (whose elements keep their
+  // memory when it grows, so the spans stay valid). Gradients start at zero.
   auto add = [&](std::string name, std::span<float> value, bool decays) {
     names_.push_back(std::move(name));
     values_.push_back(value);
-    storage_.emplace_back(value.size(), 0.0f);
-    grads_.push_back(storage_.back());
+    storage_.emplace_back(ops_, value.size());
+    grads_.push_back(storage_.back().span());
     decays_.push_back(decays);
   };
+  // Drawn on the host, so every device starts from the same bits.
   auto add_owned = [&](std::string name, size_t size, int fan_in, bool decays) {
-    storage_.emplace_back(size);
-    std::span<float> v = storage_.back();
-    fill_uniform(v, 1.0f / std::sqrt(static_cast<float>(fan_in)), seed, names_.size());
-    add(std::move(name), v, decays);
+    std::vector<float> init(size);
+    fill_uniform(init, 1.0f / std::sqrt(static_cast<float>(fan_in)), seed, names_.size());
+    storage_.emplace_back(ops_, size);
+    ops_.to_device(storage_.back().data(), init.data(), size * sizeof(float));
+    add(std::move(name), storage_.back().span(), decays);
   };
   int in = shape_.inputs;
   for (size_t k = 0; k < shape_.hidden.size(); ++k) {
@@ -64,7 +66,7 @@ Mlp::Mlp(MlpShape shape, uint64_t seed, const BatchNormFactory& make_bn)
 std::vector<procgroup::ddp::Parameter> Mlp::parameters() {
   std::vector<procgroup::ddp::Parameter> p;
   for (size_t i = 0; i < names_.size(); ++i) {
-    p.push_back(procgroup::ddp::Parameter::of(names_[i], values_[i], grads_[i]));
+    p.push_back(procgroup::ddp::Parameter::of(names_[i], values_[i], grads_[i], ops_.device()));
   }
   return p;
 }
@@ -75,12 +77,13 @@ void Mlp::set_grad(size_t i, std::span<float> g) {
 }
 
 std::vector<procgroup::ddp::NamedTensor> Mlp::buffers() {
+  using procgroup::ddp::TensorRef;
   std::vector<procgroup::ddp::NamedTensor> b;
   for (size_t k = 0; k < layers_.size(); ++k) {
     const std::string id = "bn" + std::to_string(k + 1);
-    b.push_back(
-        {id + ".running_mean", procgroup::ddp::TensorRef::of(layers_[k].bn->running_mean())});
-    b.push_back({id + ".running_var", procgroup::ddp::TensorRef::of(layers_[k].bn->running_var())});
+    BatchNorm& bn = *layers_[k].bn;
+    b.push_back({id + ".running_mean", TensorRef::of(bn.running_mean(), ops_.device())});
+    b.push_back({id + ".running_var", TensorRef::of(bn.running_var(), ops_.device())});
   }
   return b;
 }
@@ -95,19 +98,21 @@ std::span<const float> Mlp::forward(const float* x, int n) {
   const float* in = x;
   for (size_t k = 0; k < layers_.size(); ++k) {
     Hidden& h = layers_[k];
-    h.z.resize(static_cast<size_t>(n) * h.out);
-    h.a.resize(h.z.size());
-    linear_forward(in, n, h.in, values_[3 * k].data(), nullptr, h.out, h.z.data());
-    h.bn->forward(h.z, n, h.a);
-    relu_forward(h.a);
+    const size_t size = static_cast<size_t>(n) * h.out;
+    h.z.reserve(ops_, size);
+    h.a.reserve(ops_, size);
+    ops_.linear_forward(in, n, h.in, values_[3 * k].data(), nullptr, h.out, h.z.data());
+    h.bn->forward(h.z.first(size), n, h.a.first(size));
+    ops_.relu_forward(h.a.first(size));
     in = h.a.data();
   }
   const size_t out_w = 3 * layers_.size();
   const int last = layers_.empty() ? shape_.inputs : layers_.back().out;
-  logits_.resize(static_cast<size_t>(n) * shape_.classes);
-  linear_forward(in, n, last, values_[out_w].data(), values_[out_w + 1].data(), shape_.classes,
-                 logits_.data());
-  return logits_;
+  const size_t size = static_cast<size_t>(n) * shape_.classes;
+  logits_.reserve(ops_, size);
+  ops_.linear_forward(in, n, last, values_[out_w].data(), values_[out_w + 1].data(), shape_.classes,
+                      logits_.data());
+  return logits_.first(size);
 }
 
 void Mlp::backward(std::span<const float> dlogits, const std::function<void(size_t)>& ready) {
@@ -117,26 +122,30 @@ void Mlp::backward(std::span<const float> dlogits, const std::function<void(size
   const float* a_last = layers_.empty() ? input_ : layers_.back().a.data();
   // Each weight gradient is computed before the input gradient, so its bucket can start
   // reducing while the input gradient (and the layers below) are still being computed.
-  linear_backward_weight(a_last, dlogits.data(), n, last, shape_.classes, grads_[out_w].data(),
-                         grads_[out_w + 1].data());
+  ops_.linear_backward_weight(a_last, dlogits.data(), n, last, shape_.classes, grads_[out_w].data(),
+                              grads_[out_w + 1].data());
   ready(out_w + 1);
   ready(out_w);
   if (layers_.empty()) return;
-  da_.resize(static_cast<size_t>(n) * last);
-  linear_backward_input(dlogits.data(), values_[out_w].data(), n, last, shape_.classes, da_.data());
+  size_t size = static_cast<size_t>(n) * last;
+  da_.reserve(ops_, size);
+  ops_.linear_backward_input(dlogits.data(), values_[out_w].data(), n, last, shape_.classes,
+                             da_.data());
   for (size_t k = layers_.size(); k-- > 0;) {
     Hidden& h = layers_[k];
-    relu_backward(h.a, da_);
-    dz_.resize(da_.size());
-    h.bn->backward(h.z, da_, dz_, grads_[3 * k + 1], grads_[3 * k + 2]);
+    size = static_cast<size_t>(n) * h.out;
+    ops_.relu_backward(h.a.first(size), da_.first(size));
+    dz_.reserve(ops_, size);
+    h.bn->backward(h.z.first(size), da_.first(size), dz_.first(size), grads_[3 * k + 1],
+                   grads_[3 * k + 2]);
     ready(3 * k + 2);
     ready(3 * k + 1);
     const float* in = k == 0 ? input_ : layers_[k - 1].a.data();
-    linear_backward_weight(in, dz_.data(), n, h.in, h.out, grads_[3 * k].data(), nullptr);
+    ops_.linear_backward_weight(in, dz_.data(), n, h.in, h.out, grads_[3 * k].data(), nullptr);
     ready(3 * k);
     if (k == 0) break;  // no gradient for the inputs
-    da_.resize(static_cast<size_t>(n) * h.in);
-    linear_backward_input(dz_.data(), values_[3 * k].data(), n, h.in, h.out, da_.data());
+    da_.reserve(ops_, static_cast<size_t>(n) * h.in);
+    ops_.linear_backward_input(dz_.data(), values_[3 * k].data(), n, h.in, h.out, da_.data());
   }
 }
 

@@ -6,6 +6,9 @@
 // complete, last layer first, so a ddp::Reducer can start reducing a bucket while the
 // earlier layers' gradients are still being computed:
 //
+// Arrays live where the Ops puts them (ops.h): host memory for cpu_ops(), GPU memory for the
+// CUDA one; value(), grad(), forward()'s input and output then point into GPU memory.
+//
 //   Mlp model({.hidden = {512, 256}}, /*seed=*/1, [](int c) { return make_local_batch_norm(c); });
 //   ddp::Reducer reducer(group, model.parameters());
 //   auto logits = model.forward(x, n);
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "layers.h"
+#include "ops.h"
 #include "procgroup/ddp/checkpoint.h"
 #include "procgroup/ddp/tensor.h"
 
@@ -39,10 +43,13 @@ using BatchNormFactory = std::function<std::unique_ptr<BatchNorm>(int channels)>
 class Mlp {
  public:
   // Weights drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's default) by a generator
-  // seeded with (seed, parameter index): the same seed gives the same model everywhere.
-  Mlp(MlpShape shape, uint64_t seed, const BatchNormFactory& make_bn);
+  // seeded with (seed, parameter index): the same seed gives the same model everywhere, on
+  // every device. make_bn's layers must keep their arrays on ops' device; ops must outlive
+  // the model.
+  Mlp(MlpShape shape, uint64_t seed, const BatchNormFactory& make_bn, const Ops& ops = cpu_ops());
 
   const MlpShape& shape() const { return shape_; }
+  const Ops& ops() const { return ops_; }
   // Registration order: fc<k>.weight, bn<k>.weight, bn<k>.bias per hidden layer k = 1..,
   // then out.weight, out.bias. Gradients are the model's own storage (see set_grad).
   size_t num_parameters() const { return names_.size(); }
@@ -57,7 +64,8 @@ class Mlp {
   std::vector<procgroup::ddp::NamedTensor> buffers();
 
   void train(bool on);
-  // n rows of inputs floats; the logits (n x classes) stay valid until the next forward.
+  // n rows of inputs floats (on the device); the logits (n x classes, on the device) stay
+  // valid until the next forward.
   std::span<const float> forward(const float* x, int n);
   // For the last forward: gradients accumulate, ready(i) is called as each one completes.
   void backward(std::span<const float> dlogits, const std::function<void(size_t)>& ready);
@@ -66,18 +74,19 @@ class Mlp {
   struct Hidden {
     int in = 0, out = 0;
     std::unique_ptr<BatchNorm> bn;
-    std::vector<float> z, a;  // Linear output (BatchNorm input), ReLU output
+    DeviceArray z, a;  // Linear output (BatchNorm input), ReLU output
   };
 
+  const Ops& ops_;
   MlpShape shape_;
   std::vector<Hidden> layers_;
   std::vector<std::string> names_;
   std::vector<std::span<float>> values_, grads_;
   std::vector<bool> decays_;
-  std::vector<std::vector<float>> storage_;  // Linear values and every gradient
+  std::vector<DeviceArray> storage_;  // Linear values and every gradient
   const float* input_ = nullptr;
   int n_ = 0;
-  std::vector<float> logits_, da_, dz_;
+  DeviceArray logits_, da_, dz_;
 };
 
 }  // namespace fashion_mnist

@@ -21,6 +21,7 @@ scale --lr with it (the linear scaling rule) when you grow it.
 Examples:
   pgrun --nproc-per-node 2 fashion_mnist --epochs 10 --csv run.csv --checkpoint run.ckpt
   pgrun --nproc-per-node 2 fashion_mnist --epochs 10 --checkpoint run.ckpt --resume
+  pgrun --nproc-per-node 2 fashion_mnist --device cuda --epochs 10   # one GPU per rank
   PROCGROUP_BACKEND=ucx pgrun --nproc-per-node 2 fashion_mnist --measure-overhead 200)";
 
 std::vector<int> parse_hidden(const std::string& text) {
@@ -78,6 +79,11 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
   app.add_option("--hidden", hidden, "Hidden layer sizes, comma-separated")->capture_default_str();
   app.add_option("--seed", t.seed, "Seed for the initial weights and the shuffling")
       ->capture_default_str();
+  app.add_option("--device", t.device,
+                 "cpu, or cuda: each rank trains on GPU LOCAL_RANK (cuBLAS and kernels) and the "
+                 "group defaults to the nccl backend")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--sync-bn", t.sync_bn,
                "Batch-norm statistics over the global batch (ddp::SyncBatchNorm) instead of "
                "each rank's own");

@@ -13,9 +13,10 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// Median of the slowest rank's times, step by step.
-double median_of_max(const procgroup::Group& group, std::vector<double> times) {
-  group.allreduce(std::span(times), procgroup::ReduceOp::kMax).wait();
+// Median of the slowest rank's times, step by step (reduced on the model's device, as the
+// group may reduce nothing else).
+double median_of_max(const procgroup::Group& group, const Ops& ops, std::vector<double> times) {
+  allreduce_values(group, ops, times, procgroup::ReduceOp::kMax);
   std::sort(times.begin(), times.end());
   return times.empty() ? 0 : times[times.size() / 2];
 }
@@ -57,7 +58,11 @@ OverheadResult measure_overhead(const procgroup::Group& group, Trainer& trainer,
   Mlp& model = trainer.model();
   size_t numel = 0;
   for (size_t i = 0; i < model.num_parameters(); ++i) numel += model.grad(i).size();
-  std::vector<float> all(numel, 1.0f);
+  // On the model's device, as the Reducer's buckets are.
+  const Ops& ops = trainer.ops();
+  DeviceArray all(ops, numel);
+  ops.fill(all.span(), 1.0f);
+  const pg_buffer_t all_buffer = procgroup::ddp::TensorRef::of(all.span(), ops.device()).buffer();
 
   for (int i = 0; i < warmup + steps; ++i) {
     const bool keep = i >= warmup;
@@ -70,15 +75,16 @@ OverheadResult measure_overhead(const procgroup::Group& group, Trainer& trainer,
     }
     group.barrier().wait();
     const auto t = Clock::now();
-    group.allreduce(std::span(all)).wait();
+    group.run(pg_allreduce, nullptr, &all_buffer, procgroup::op_options()).wait();
+    ops.synchronize();
     if (keep) raw.push_back(ms_since(t));
   }
   OverheadResult r;
   r.steps = steps;
-  r.ddp_ms = median_of_max(group, ddp);
-  r.no_sync_ms = median_of_max(group, no_sync);
+  r.ddp_ms = median_of_max(group, ops, ddp);
+  r.no_sync_ms = median_of_max(group, ops, no_sync);
   r.ratio = r.no_sync_ms > 0 ? (r.ddp_ms - r.no_sync_ms) / r.no_sync_ms : 0;
-  r.allreduce_ms = median_of_max(group, raw);
+  r.allreduce_ms = median_of_max(group, ops, raw);
   r.gradient_bytes = numel * sizeof(float);
   r.ddp_parts = median_parts(ddp_parts);
   r.no_sync_parts = median_parts(no_sync_parts);

@@ -9,22 +9,15 @@ namespace fashion_mnist {
 
 Sgd::Sgd(Mlp& model, SgdOptions options) : options_(options) {
   for (size_t i = 0; i < model.num_parameters(); ++i) {
-    velocity_.emplace_back(model.value(i).size(), 0.0f);
+    velocity_.emplace_back(model.ops(), model.value(i).size());  // zeroed
   }
 }
 
 void Sgd::step(Mlp& model, float lr) {
-  const float mu = options_.momentum, wd = options_.weight_decay;
   for (size_t i = 0; i < model.num_parameters(); ++i) {
-    std::span<float> w = model.value(i);
-    std::span<const float> g = model.grad(i);
-    std::vector<float>& v = velocity_[i];
-    const float decay = model.decays(i) ? wd : 0.0f;
-    for (size_t j = 0; j < w.size(); ++j) {
-      const float d = g[j] + decay * w[j];
-      v[j] = started_ != 0 ? mu * v[j] + d : d;
-      w[j] -= lr * v[j];
-    }
+    const float decay = model.decays(i) ? options_.weight_decay : 0.0f;
+    model.ops().sgd_update(model.value(i), model.grad(i), velocity_[i].span(), lr,
+                           options_.momentum, decay, started_ == 0);
   }
   started_ = 1;
 }
@@ -33,7 +26,7 @@ std::vector<procgroup::ddp::NamedTensor> Sgd::state(const Mlp& model) {
   std::vector<procgroup::ddp::NamedTensor> s;
   for (size_t i = 0; i < velocity_.size(); ++i) {
     s.push_back({"sgd." + model.name(i) + ".momentum",
-                 procgroup::ddp::TensorRef::of(std::span(velocity_[i]))});
+                 procgroup::ddp::TensorRef::of(velocity_[i].span(), model.ops().device())});
   }
   s.push_back({"sgd.started", procgroup::ddp::TensorRef::of(std::span(&started_, 1))});
   return s;

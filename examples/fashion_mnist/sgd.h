@@ -2,7 +2,8 @@
 //   g = grad + weight_decay * w   (for parameters that decay)
 //   v = momentum * v + g          (v = g on the first step)
 //   w = w - lr * v
-// plus the learning-rate schedule (constant, or cosine from lr to 0 over the run).
+// on the model's device (its Ops), plus the learning-rate schedule (constant, or cosine from lr to
+// 0 over the run).
 //
 //   Sgd sgd(model, {.momentum = 0.9f, .weight_decay = 5e-4f});
 //   sgd.step(model, learning_rate(config, step, total_steps));
@@ -25,12 +26,13 @@ class Sgd {
  public:
   Sgd(Mlp& model, SgdOptions options);
   void step(Mlp& model, float lr);
-  // Momentum buffers ("sgd.<parameter>.momentum") and whether they hold a value yet.
+  // Momentum buffers ("sgd.<parameter>.momentum", on the model's device) and whether they
+  // hold a value yet (host).
   std::vector<procgroup::ddp::NamedTensor> state(const Mlp& model);
 
  private:
   SgdOptions options_;
-  std::vector<std::vector<float>> velocity_;
+  std::vector<DeviceArray> velocity_;
   int64_t started_ = 0;  // 1 once the buffers hold a value (a tensor, for checkpoints)
 };
 

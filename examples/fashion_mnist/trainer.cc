@@ -27,9 +27,9 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-BatchNormFactory batch_norm_factory(const procgroup::Group& group, bool sync) {
-  if (sync) return [&group](int c) { return make_sync_batch_norm(group, c); };
-  return [](int c) { return make_local_batch_norm(c); };
+BatchNormFactory batch_norm_factory(const procgroup::Group& group, bool sync, const Ops& ops) {
+  const procgroup::Group* sync_group = sync ? &group : nullptr;
+  return [&ops, sync_group](int c) { return ops.make_batch_norm(c, sync_group); };
 }
 
 // Writes text to path through a temporary file and a rename: readers never see half a file.
@@ -59,14 +59,16 @@ std::string csv_row(const EpochRecord& r) {
   return buf;
 }
 
-Trainer::Trainer(const procgroup::Group& group, const TrainConfig& config, const FashionMnist& data)
+Trainer::Trainer(const procgroup::Group& group, const TrainConfig& config, const FashionMnist& data,
+                 const Ops& ops)
     : group_(group),
+      ops_(ops),
       config_(config),
       data_(data),
       rank_(group.rank()),
       world_(group.size()),
       model_(MlpShape{data.train.pixels, config.hidden, kClasses}, config.seed,
-             batch_norm_factory(group, config.sync_bn)),
+             batch_norm_factory(group, config.sync_bn, ops), ops),
       sgd_(model_, config.sgd),
       sampler_(static_cast<uint64_t>(data.train.size), world_, rank_,
                {.shuffle = true, .seed = config.seed, .drop_last = false}) {
@@ -79,10 +81,12 @@ Trainer::Trainer(const procgroup::Group& group, const TrainConfig& config, const
   if (config_.comm_hook == "bf16") o.comm_hook = ddp::bf16_compress_hook();
   reducer_ = std::make_unique<ddp::Reducer>(group_, model_.parameters(), o);
   bind_grads();
-  x_.resize(static_cast<size_t>(std::max(config_.batch_size, config_.eval_batch)) *
-            data_.train.pixels);
-  y_.resize(std::max(config_.batch_size, config_.eval_batch));
-  dlogits_.resize(static_cast<size_t>(config_.batch_size) * kClasses);
+  const size_t rows = std::max(config_.batch_size, config_.eval_batch);
+  x_.resize(rows * data_.train.pixels);
+  y_.resize(rows);
+  x_dev_ = DeviceArray(ops_, x_.size());
+  y_dev_ = DeviceBuffer<uint8_t>(ops_, rows);
+  dlogits_ = DeviceArray(ops_, static_cast<size_t>(config_.batch_size) * kClasses);
 }
 
 Trainer::~Trainer() = default;
@@ -105,7 +109,7 @@ int64_t Trainer::steps_per_epoch() const {
 std::vector<ddp::NamedTensor> Trainer::state() {
   std::vector<ddp::NamedTensor> s;
   for (size_t i = 0; i < model_.num_parameters(); ++i) {
-    s.push_back({model_.name(i), ddp::TensorRef::of(model_.value(i))});
+    s.push_back({model_.name(i), ddp::TensorRef::of(model_.value(i), ops_.device())});
   }
   for (auto& b : model_.buffers()) s.push_back(b);
   for (auto& t : sgd_.state(model_)) s.push_back(t);
@@ -116,32 +120,42 @@ std::vector<ddp::NamedTensor> Trainer::state() {
   return s;
 }
 
+// The given rows of a split, normalised, into x_dev_ and their labels into y_dev_.
+void Trainer::load_batch(const Dataset& split, std::span<const int64_t> rows) {
+  const int pixels = split.pixels;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    split.normalized(rows[r], x_.data() + r * pixels);
+    y_[r] = split.labels[rows[r]];
+  }
+  ops_.to_device(x_dev_.data(), x_.data(), rows.size() * pixels * sizeof(float));
+  ops_.to_device(y_dev_.data(), y_.data(), rows.size());
+}
+
 LossStats Trainer::step(const std::vector<uint64_t>& indices, size_t first, int n, float lr) {
   const auto start = Clock::now();
-  const int pixels = data_.train.pixels;
-  for (int r = 0; r < n; ++r) {
-    const auto i = static_cast<int64_t>(indices[first + r]);
-    data_.train.normalized(i, x_.data() + static_cast<size_t>(r) * pixels);
-    y_[r] = data_.train.labels[i];
-  }
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) rows[r] = static_cast<int64_t>(indices[first + r]);
+  load_batch(data_.train, rows);
   model_.train(true);
-  std::span<const float> logits = model_.forward(x_.data(), n);
+  std::span<const float> logits = model_.forward(x_dev_.data(), n);
   // Each rank's loss is the mean over its rows; the Reducer's average over the ranks then
   // makes it the mean over the global batch.
-  const LossStats stats = softmax_cross_entropy(logits.data(), y_.data(), n, kClasses,
-                                                1.0f / static_cast<float>(n), dlogits_.data());
+  const LossStats stats = ops_.softmax_cross_entropy(logits.data(), y_dev_.data(), n, kClasses,
+                                                     1.0f / static_cast<float>(n), dlogits_.data());
   double mark_ms = 0;
-  model_.backward({dlogits_.data(), static_cast<size_t>(n) * kClasses}, [&](size_t i) {
+  model_.backward(dlogits_.first(static_cast<size_t>(n) * kClasses), [&](size_t i) {
     const auto t = Clock::now();
     reducer_->mark_grad_ready(i);
     mark_ms += ms_between(t, Clock::now());
   });
+  ops_.synchronize();  // a GPU's backward has finished, not just been issued
   const auto backward_done = Clock::now();
   reducer_->finalize();
   const auto reduced = Clock::now();
   bind_grads();
   sgd_.step(model_, lr);
   reducer_->zero_grad();
+  ops_.synchronize();
   times_ = {ms_between(start, backward_done), mark_ms, ms_between(backward_done, reduced),
             ms_between(reduced, Clock::now())};
   return stats;
@@ -165,17 +179,15 @@ Evaluation Trainer::evaluate() {
   for (int64_t i = rank_; i < test.size; i += world_) mine.push_back(i);
   for (size_t at = 0; at < mine.size(); at += config_.eval_batch) {
     const int n = static_cast<int>(std::min<size_t>(config_.eval_batch, mine.size() - at));
-    for (int r = 0; r < n; ++r) {
-      test.normalized(mine[at + r], x_.data() + static_cast<size_t>(r) * test.pixels);
-      y_[r] = test.labels[mine[at + r]];
-    }
-    std::span<const float> logits = model_.forward(x_.data(), n);
-    const LossStats s = softmax_cross_entropy(logits.data(), y_.data(), n, kClasses, 1, nullptr);
+    load_batch(test, std::span(mine).subspan(at, n));
+    std::span<const float> logits = model_.forward(x_dev_.data(), n);
+    const LossStats s =
+        ops_.softmax_cross_entropy(logits.data(), y_dev_.data(), n, kClasses, 1, nullptr);
     sums[0] += s.loss_sum;
     sums[1] += static_cast<double>(s.correct);
     sums[2] += n;
   }
-  group_.allreduce(std::span<double>(sums)).wait();
+  allreduce_values(group_, ops_, sums);
   model_.train(true);
   const double count = std::max(1.0, sums[2]);
   return {sums[0] / count, sums[1] / count, static_cast<int64_t>(sums[2])};
@@ -261,7 +273,7 @@ std::vector<EpochRecord> Trainer::run() {
       progress.update(s + 1, static_cast<int64_t>(sums[2]) * world_, sums[0] / sums[2],
                       sums[1] / sums[2]);
     }
-    group_.allreduce(std::span<double>(sums)).wait();
+    allreduce_values(group_, ops_, sums);
     const double train_seconds = seconds_since(start);
     progress.end_epoch();
     const auto eval_start = Clock::now();

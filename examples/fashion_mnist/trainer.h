@@ -5,6 +5,10 @@
 // so all copies stay equal. The global batch is world_size x batch_size and, gradients being
 // averaged, `lr` is the learning rate for that global batch. After each epoch the test set is
 // evaluated (sharded over the ranks, sums reduced), rank 0 writes the checkpoint and the CSV.
+// The model, its gradients and the optimizer live on the Ops' device (ops.h); the data stays
+// on the host and is copied per batch. Everything sent over the group is on that device too
+// (the group may reduce nothing else: NCCL): gradients, broadcasts and checkpoints of the
+// device tensors themselves, the loss and accuracy sums through allreduce_values.
 //
 //   procgroup::Group group = procgroup::Group::from_env();
 //   FashionMnist data = load_fashion_mnist(config.data_dir);
@@ -37,6 +41,7 @@ struct TrainConfig {
   Schedule schedule = Schedule::kCosine;
   SgdOptions sgd;
   uint64_t seed = 1;
+  std::string device = "cpu";  // cpu or cuda: which Ops main() makes (see ops.h)
   bool sync_bn = false;
   std::filesystem::path checkpoint;  // empty: none
   bool resume = false;
@@ -81,7 +86,10 @@ struct Evaluation {
 
 class Trainer {
  public:
-  Trainer(const procgroup::Group& group, const TrainConfig& config, const FashionMnist& data);
+  // ops (which must outlive the trainer) says where the model lives; group must reduce
+  // buffers on that device (for CUDA: a group made with device_type PG_DEVICE_CUDA).
+  Trainer(const procgroup::Group& group, const TrainConfig& config, const FashionMnist& data,
+          const Ops& ops = cpu_ops());
   ~Trainer();
 
   // Trains (resuming when asked and a checkpoint exists) to config.epochs; returns the
@@ -100,18 +108,23 @@ class Trainer {
   std::vector<uint64_t> epoch_indices(int epoch) const { return sampler_.indices(epoch); }
 
   Mlp& model() { return model_; }
+  const Ops& ops() const { return ops_; }
   procgroup::ddp::Reducer& reducer() { return *reducer_; }
-  // Everything a checkpoint holds: parameters, BatchNorm buffers, optimizer state, counters.
+  // Everything a checkpoint holds: parameters, BatchNorm buffers and optimizer state (views
+  // of the Ops' device memory, as ddp's checkpoints and broadcasts take them) and the
+  // counters (host). Read device tensors with ops().to_host.
   std::vector<procgroup::ddp::NamedTensor> state();
 
  private:
   void bind_grads();
+  void load_batch(const Dataset& split, std::span<const int64_t> rows);
   void sync_buffers();
   void stall_if_asked(int64_t step);
   void write_csv(const std::vector<std::string>& rows);
   std::vector<std::string> read_csv_rows(int keep_epochs);
 
   const procgroup::Group& group_;
+  const Ops& ops_;
   TrainConfig config_;
   const FashionMnist& data_;
   int rank_, world_;
@@ -125,8 +138,10 @@ class Trainer {
   int first_epoch_ = 0;
   bool resumed_ = false;
   StepTimes times_;
-  std::vector<float> x_, dlogits_;
+  std::vector<float> x_;  // a batch on the host, then on the device
   std::vector<uint8_t> y_;
+  DeviceArray x_dev_, dlogits_;
+  DeviceBuffer<uint8_t> y_dev_;
 };
 
 }  // namespace fashion_mnist

@@ -1,6 +1,6 @@
 // Helpers for the fashion_mnist tests: a small synthetic dataset (learnable: each class
-// brightens its own stripe of pixels), ranks as threads on the loopback backend, and
-// comparisons of parameter lists.
+// brightens its own stripe of pixels), ranks as threads on the loopback backend, a trainer's
+// state copied to the host, and comparisons of parameter lists.
 //
 //   FashionMnist data = synthetic_data(/*train=*/256, /*test=*/64, /*pixels=*/49, /*seed=*/3);
 //   run_ranks(2, [&](procgroup::Group& g, int rank) { Trainer t(g, config, data); t.run(); });
@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "idx.h"
+#include "ops.h"
 #include "procgroup/ddp/checkpoint.h"
 #include "procgroup/procgroup.hpp"
 #include "subprocess.h"
+#include "trainer.h"
 
 namespace fashion_mnist::testing {
 
@@ -76,6 +78,21 @@ inline void run_ranks(int size, const std::function<void(procgroup::Group&, int)
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// A trainer's state() as host bytes (device tensors copied through its Ops).
+inline std::vector<procgroup::ddp::CheckpointEntry> snapshot(Trainer& t) {
+  std::vector<procgroup::ddp::CheckpointEntry> s;
+  for (const auto& n : t.state()) {
+    std::vector<unsigned char> bytes(n.tensor.bytes());
+    if (n.tensor.device.type == PG_DEVICE_CPU) {
+      std::memcpy(bytes.data(), n.tensor.data, bytes.size());
+    } else {
+      t.ops().to_host(bytes.data(), n.tensor.data, bytes.size());
+    }
+    s.push_back({n.name, n.tensor.dtype, n.tensor.numel, std::move(bytes)});
+  }
+  return s;
 }
 
 inline std::vector<float> as_floats(const procgroup::ddp::CheckpointEntry& e) {

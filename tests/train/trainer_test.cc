@@ -23,15 +23,6 @@ struct Outcome {
   std::string error;
 };
 
-std::vector<CheckpointEntry> snapshot(Trainer& t) {
-  std::vector<CheckpointEntry> s;
-  for (const auto& n : t.state()) {
-    const auto* p = static_cast<const unsigned char*>(n.tensor.data);
-    s.push_back({n.name, n.tensor.dtype, n.tensor.numel, {p, p + n.tensor.bytes()}});
-  }
-  return s;
-}
-
 TrainConfig small_config(int batch, bool sync_bn) {
   TrainConfig c;
   c.hidden = {32, 16};
@@ -53,7 +44,7 @@ Outcome train(int ranks, const TrainConfig& config, const FashionMnist& data) {
     Evaluation ev = trainer.evaluate();
     if (rank == 0) {
       out.epochs = epochs;
-      out.state = snapshot(trainer);
+      out.state = testing::snapshot(trainer);
       out.eval = ev;
     }
   });
@@ -113,6 +104,20 @@ TEST(Trainer, SameSeedSameRunOtherSeedOtherRun) {
   EXPECT_GT(testing::max_relative_difference(other.state, a.state), 1e-3);
 }
 
+// The loss and accuracy sums go through allreduce_values: host values reduced through a
+// buffer on the Ops' device (host memory for the CPU; train_gpu_test runs it on CUDA).
+TEST(Trainer, AllreduceValuesReducesHostValuesOverTheRanks) {
+  testing::run_ranks(3, [](procgroup::Group& group, int rank) {
+    const double r = rank;
+    std::vector<double> sums = {1.5 * r, 1.0, -r};
+    allreduce_values(group, cpu_ops(), sums);
+    EXPECT_EQ(sums, (std::vector<double>{4.5, 3.0, -3.0})) << rank;
+    std::vector<double> maxima = {r, 10 - r};
+    allreduce_values(group, cpu_ops(), maxima, procgroup::ReduceOp::kMax);
+    EXPECT_EQ(maxima, (std::vector<double>{2.0, 10.0})) << rank;
+  });
+}
+
 TEST(Trainer, ResumingFromACheckpointEndsWithIdenticalParameters) {
   procgroup::testing::TempDir dir;
   TrainConfig c = small_config(16, false);
@@ -136,7 +141,7 @@ TEST(Trainer, ResumingFromACheckpointEndsWithIdenticalParameters) {
     EXPECT_EQ(trainer.first_epoch(), 1);
     if (rank == 0) {
       resumed.epochs = epochs;
-      resumed.state = snapshot(trainer);
+      resumed.state = testing::snapshot(trainer);
     }
   });
   ASSERT_EQ(resumed.epochs.size(), 2u);
