@@ -11,12 +11,6 @@
 namespace procgroup::ddp::detail {
 namespace {
 
-#if !defined(PROCGROUP_HAVE_CUDA)
-[[noreturn]] void no_cuda() {
-  throw Error(PG_ERR_UNSUPPORTED, "procgroup was built without CUDA");
-}
-#endif
-
 size_t at(const BnShape& s, int64_t i, int64_t c, int64_t k) {
   return static_cast<size_t>((i * s.channels + c) * s.spatial + k);
 }

@@ -17,15 +17,8 @@ void fail(pg_status_t status, const std::string& message) { throw Error(status, 
 #endif
 
 namespace procgroup::ddp::detail {
-namespace {
 
-#if !defined(PROCGROUP_HAVE_CUDA)
-[[noreturn]] void no_cuda() {
-  throw Error(PG_ERR_UNSUPPORTED, "procgroup was built without CUDA");
-}
-#endif
-
-}  // namespace
+void no_cuda() { throw Error(PG_ERR_UNSUPPORTED, "procgroup was built without CUDA"); }
 
 std::string device_name(const Device& device) {
   if (device.type == PG_DEVICE_CPU) return "cpu";

@@ -21,6 +21,9 @@
 
 namespace procgroup::ddp::detail {
 
+// Throws PG_ERR_UNSUPPORTED "procgroup was built without CUDA" (CUDA paths of a CPU-only build).
+[[noreturn]] void no_cuda();
+
 struct Exec {
   Device device{};
   void* stream = nullptr;  // cudaStream_t; ignored on the CPU

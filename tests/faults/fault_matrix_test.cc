@@ -73,8 +73,9 @@ TEST_P(FaultMatrix, SurvivorsFailFastAndClearly) {
     }
     const int64_t detect_ms = result->number("t_ms") - fault;
     // One line per survivor for the table in docs/reliability.md.
-    std::printf("MATRIX %s %s victim=%d rank=%d %s %.2f s\n", backend.c_str(), c.phase, victim, r,
-                result->field("status").c_str(), static_cast<double>(detect_ms) / 1000);
+    std::printf("MATRIX %s %s victim=%d rank=%d %s %.2f s: %s\n", backend.c_str(), c.phase,
+                victim, r, result->field("status").c_str(),
+                static_cast<double>(detect_ms) / 1000, result->msg.c_str());
     EXPECT_LE(detect_ms, 2 * kTimeoutS * 1000) << "noticed " << detect_ms << " ms after the fault";
     const std::string& msg = result->msg;
     if (std::string(c.phase) == "rendezvous") {
@@ -84,6 +85,10 @@ TEST_P(FaultMatrix, SurvivorsFailFastAndClearly) {
     }
     EXPECT_NE(msg.find("rank " + std::to_string(victim)), std::string::npos)
         << "names the rank not heard from: " << msg;
+    if (result->field("status") == "PG_ERR_STORE") {
+      // Whatever words the backend used, the store's address reaches the user.
+      EXPECT_NE(msg.find("127.0.0.1:"), std::string::npos) << "names the store host:port: " << msg;
+    }
     if (std::string(c.phase) != "rendezvous") {
       const WorkerLine* later = run.find("LATER", r);
       ASSERT_NE(later, nullptr);

@@ -98,6 +98,12 @@ Status GroupState::create_backend_group(const std::string& master_addr, int devi
   if (status.ok() && backend_group_ == nullptr)
     status =
         make_error(PG_ERR_BACKEND, "backend '{}' group_create returned no group", plugin_->name);
+  if (status.code() == PG_ERR_STORE || status.code() == PG_ERR_AUTH) {
+    // The plugin's words say which key it wanted; the store's say where and why.
+    std::string store_said = host_store_->last_failure();
+    if (!store_said.empty() && status.message().find(store_said) == std::string::npos)
+      status = Status(status.code(), fmt::format("{} (the store: {})", status.message(), store_said));
+  }
   return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'", id_,
                                          members_.rank, members_.size, plugin_->name));
 }

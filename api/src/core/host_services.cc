@@ -41,18 +41,24 @@ const pg_host_services_t kHostServices = {
 
 HostStore* self(void* ctx) { return static_cast<HostStore*>(ctx); }
 
+// Every store entry returns through here, so the store's own failure message is kept.
+pg_status_t noted(void* ctx, pg_status_t status) {
+  if (status == PG_ERR_STORE || status == PG_ERR_AUTH) self(ctx)->remember_failure(status, last_error());
+  return status;
+}
+
 pg_status_t store_set(void* ctx, const char* key, const void* value, uint64_t length) noexcept {
-  return c_guard("store set", [&]() -> Status {
+  return noted(ctx, c_guard("store set", [&]() -> Status {
     if (key == nullptr || (value == nullptr && length > 0))
       return make_error(PG_ERR_INVALID_ARGUMENT, "store set: NULL key or value");
     auto bytes = std::span(static_cast<const uint8_t*>(value), length);
     return self(ctx)->store().set(key, bytes);
-  });
+  }));
 }
 
 pg_status_t store_get(void* ctx, const char* key, int64_t timeout_ms, void** value,
                       uint64_t* length) noexcept {
-  return c_guard("store get", [&]() -> Status {
+  return noted(ctx, c_guard("store get", [&]() -> Status {
     if (key == nullptr || value == nullptr || length == nullptr)
       return make_error(PG_ERR_INVALID_ARGUMENT, "store get: NULL key or output pointer");
     Millis timeout = timeout_ms < 0 ? self(ctx)->default_timeout() : Millis(timeout_ms);
@@ -64,27 +70,27 @@ pg_status_t store_get(void* ctx, const char* key, int64_t timeout_ms, void** val
     *value = copy;
     *length = bytes.size();
     return ok_status();
-  });
+  }));
 }
 
 void store_free(void*, void* value) noexcept { std::free(value); }
 
 pg_status_t store_add(void* ctx, const char* key, int64_t delta, int64_t* result) noexcept {
-  return c_guard("store add", [&]() -> Status {
+  return noted(ctx, c_guard("store add", [&]() -> Status {
     if (key == nullptr) return make_error(PG_ERR_INVALID_ARGUMENT, "store add: NULL key");
     PG_ASSIGN_OR_RETURN(int64_t value, self(ctx)->store().add(key, delta));
     if (result != nullptr) *result = value;
     return ok_status();
-  });
+  }));
 }
 
 pg_status_t store_remove(void* ctx, const char* key) noexcept {
-  return c_guard("store remove", [&]() -> Status {
+  return noted(ctx, c_guard("store remove", [&]() -> Status {
     if (key == nullptr) return make_error(PG_ERR_INVALID_ARGUMENT, "store remove: NULL key");
     PG_ASSIGN_OR_RETURN(bool existed, self(ctx)->store().remove(key));
     (void)existed;
     return ok_status();
-  });
+  }));
 }
 
 }  // namespace
@@ -100,6 +106,16 @@ HostStore::HostStore(std::shared_ptr<Store> store, Millis default_timeout)
                                                                             store_free,
                                                                             store_add,
                                                                             store_remove} {}
+
+void HostStore::remember_failure(pg_status_t, std::string_view message) {
+  std::lock_guard lock(mutex_);
+  last_failure_ = message;
+}
+
+std::string HostStore::last_failure() const {
+  std::lock_guard lock(mutex_);
+  return last_failure_;
+}
 
 Status backend_failure(pg_status_t code, std::string_view backend, std::string_view entry) {
   std::string message = last_error();

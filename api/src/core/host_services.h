@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 
 #include "procgroup/procgroup_backend.h"
 #include "store/store.h"
@@ -24,11 +26,17 @@ class HostStore {
   const pg_host_store_t* c_store() const { return &c_store_; }
   Store& store() { return *store_; }
   Millis default_timeout() const { return default_timeout_; }
+  // The store's own message for the last call that failed with PG_ERR_STORE or PG_ERR_AUTH
+  // (it names host:port and why); a plugin reporting the failure in its own words loses it.
+  void remember_failure(pg_status_t code, std::string_view message);
+  std::string last_failure() const;
 
  private:
   std::shared_ptr<Store> store_;
   Millis default_timeout_;
   pg_host_store_t c_store_;
+  mutable std::mutex mutex_;
+  std::string last_failure_;
 };
 
 // The message a backend left with set_error (or a generic one naming the entry), as a
