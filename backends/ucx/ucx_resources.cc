@@ -34,7 +34,10 @@ pg_status_t status_of(ucs_status_t status) {
     case UCS_ERR_UNREACHABLE:
     case UCS_ERR_REJECTED:
     case UCS_ERR_NOT_CONNECTED:
-    case UCS_ERR_IO_ERROR: return PG_ERR_PEER_LOST;
+    case UCS_ERR_IO_ERROR:
+    // A peer that exits unmaps its shared-memory segments: a send to it fails this way
+    // before the pidfd watch has seen it go.
+    case UCS_ERR_SHMEM_SEGMENT: return PG_ERR_PEER_LOST;
     default: return PG_ERR_BACKEND;
   }
 }

@@ -91,7 +91,7 @@ TEST_F(NcclWithoutDevice, TwoRankProcessesOnLoopbackFailPromptly) {
                                  "PROCGROUP_BACKEND=", "PROCGROUP_TIMEOUT="}));
   }
   for (int r = 0; r < 2; ++r) {
-    ProcessResult result = ranks[r]->wait(60);
+    ProcessResult result = ranks[r]->wait(90);  // from each start: both outputs stay readable
     EXPECT_FALSE(result.timed_out) << "rank " << r;
     EXPECT_EQ(result.exit_code, 0) << "rank " << r << ": " << result.out << result.err;
     EXPECT_NE(result.out.find("gloo allreduce ok"), std::string::npos) << result.out;
