@@ -1,10 +1,16 @@
 #include "core/group.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "core/plugin_call.h"
 
 namespace procgroup::detail {
 namespace {
+
+// How long rank 0 keeps the store up after a failure for the others' hang reports (one
+// report needs about 1 s, 3 s when it waits for a stopped rank 0).
+constexpr Millis kFailedLeaveGrace{3000};
 
 // Failures after which the group's collectives can no longer be trusted. A mismatch is
 // not one: it is caught before the mismatched operation runs (PROCGROUP_DEBUG=detail, or
@@ -244,10 +250,14 @@ Status GroupState::destroy() {
       Status ignored = root_store_->set(key + "/all", std::vector<uint8_t>{1});
       (void)ignored;
     }
-    if (members_.rank == 0 && left.ok() && !failed) {
+    if (members_.rank == 0 && left.ok()) {
+      // After a failure the others may still be writing their hang reports (which turn a
+      // timeout into a mismatch or a summary naming who is behind): give them a few
+      // seconds, not a whole timeout, since some may be dead and never leave.
+      const Millis grace = failed ? std::min(timeout_, kFailedLeaveGrace) : timeout_;
       std::vector<std::string> keys{key + "/all"};
-      Status waited = root_store_->wait(keys, timeout_);
-      if (!waited.ok())
+      Status waited = root_store_->wait(keys, grace);
+      if (!waited.ok() && !failed)
         log(kLogWarn, "core", "group '{}': not every rank left cleanly: {}", id_,
             waited.to_string());
     }
