@@ -171,8 +171,8 @@ void GlooGroup::worker_loop() {
   }
 }
 
-OpEnv GlooGroup::env_for(const Work& work, std::chrono::milliseconds left) const {
-  return OpEnv{context_, host_, rank_, size_, work.tag(), left, allreduce_};
+OpEnv GlooGroup::env_for(const Work& work, std::chrono::milliseconds left) {
+  return OpEnv{context_, host_, rank_, size_, work.tag(), left, allreduce_, &scratch_};
 }
 
 void GlooGroup::execute(const std::shared_ptr<Work>& work) {

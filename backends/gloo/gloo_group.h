@@ -60,7 +60,7 @@ class GlooGroup {
   void waiter_loop();
   void execute(const std::shared_ptr<Work>& work);
   void wait_p2p(const std::shared_ptr<Work>& work);
-  OpEnv env_for(const Work& work, std::chrono::milliseconds left) const;
+  OpEnv env_for(const Work& work, std::chrono::milliseconds left);
 
   // Classifies an exception thrown while running work.
   Status failure_of(const Work& work, const std::exception_ptr& error) const;
@@ -84,6 +84,9 @@ class GlooGroup {
 
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  // Touched by the worker thread only (collectives run there, one at a time); a failed
+  // operation breaks the group, so no later one can find Gloo still writing into it.
+  Scratch scratch_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;

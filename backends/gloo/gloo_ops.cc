@@ -7,7 +7,8 @@
 //   allgather       gloo::allgather (ring); in place when input sits at output + rank*n
 //   reduce_scatter  gloo::allreduce from the input into scratch, then this rank's block
 //   gather/scatter  gloo::gather / gloo::scatter (direct)
-//   alltoall        gloo::alltoall (pairwise); in place through a scratch copy
+//   alltoall        gloo::alltoall (pairwise); in place the same exchange, sending from a
+//                   scratch copy of the outgoing blocks
 //   barrier         gloo::barrier (dissemination)
 //   send/recv       gloo_p2p.h (unbound buffers behind a size header)
 // A group of one copies locally; n == 0 is a no-op. AVG is SUM, then host->scale_down.
@@ -18,9 +19,11 @@
 #include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/error.h>
 #include <gloo/gather.h>
 #include <gloo/reduce.h>
 #include <gloo/scatter.h>
+#include <gloo/types.h>
 
 #include <cstring>
 #include <initializer_list>
@@ -47,10 +50,6 @@ void with_storage(size_t es, Fn&& fn) {
 template <typename T>
 T* typed(const std::byte* p) {
   return reinterpret_cast<T*>(const_cast<std::byte*>(p));
-}
-
-std::unique_ptr<std::byte[]> scratch(size_t bytes) {
-  return std::make_unique_for_overwrite<std::byte[]>(bytes == 0 ? 1 : bytes);
 }
 
 gloo::AllreduceOptions::Algorithm algorithm(const OpEnv& env, size_t bytes) {
@@ -94,12 +93,10 @@ void local_copy(const Plan& p) {
 
 Status run_reduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   const bool root = env.rank == op.root;
-  std::unique_ptr<std::byte[]> tmp;
   std::byte* out = p.out;
-  if (!root) {  // gloo reduces through every rank's output: keep the caller's input intact
-    tmp = scratch(p.bytes());
-    out = tmp.get();
-  }
+  // gloo reduces through every rank's output: keep a non-root's input intact. gloo reads
+  // back only what it wrote there, so stale scratch contents do not matter.
+  if (!root) out = env.scratch->get(p.bytes());
   gloo::ReduceOptions o(env.context);
   o.setRoot(op.root);
   o.setTag(env.tag);
@@ -116,20 +113,19 @@ Status run_reduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
 
 Status run_reduce_scatter(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   const uint64_t total = p.n * static_cast<uint64_t>(env.size);
-  auto tmp = scratch(static_cast<size_t>(total) * p.es);
-  allreduce(env, op, p, p.in, tmp.get(), total);
-  std::memcpy(p.out, tmp.get() + env.rank * p.bytes(), p.bytes());
+  std::byte* tmp = env.scratch->get(static_cast<size_t>(total) * p.es);
+  allreduce(env, op, p, p.in, tmp, total);
+  std::memcpy(p.out, tmp + env.rank * p.bytes(), p.bytes());
   return finish_avg(env, op, p, p.out);
 }
 
 void run_gather(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   const bool root = env.rank == op.root;
-  std::unique_ptr<std::byte[]> tmp;
   const std::byte* in = p.in;
   if (root && p.in_place) {  // gloo copies in -> out[rank]: give it a distinct source
-    tmp = scratch(p.bytes());
-    std::memcpy(tmp.get(), p.in, p.bytes());
-    in = tmp.get();
+    std::byte* tmp = env.scratch->get(p.bytes());
+    std::memcpy(tmp, p.in, p.bytes());
+    in = tmp;
   }
   gloo::GatherOptions o(env.context);
   o.setRoot(op.root);
@@ -142,7 +138,6 @@ void run_gather(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
 
 void run_scatter(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   const bool root = env.rank == op.root;
-  std::unique_ptr<std::byte[]> tmp;
   std::byte* out = p.out;
   gloo::ScatterOptions o(env.context);
   o.setRoot(op.root);
@@ -153,33 +148,66 @@ void run_scatter(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
     blocks.reserve(static_cast<size_t>(env.size));
     for (int i = 0; i < env.size; ++i) blocks.push_back(typed<uint8_t>(p.in + i * p.bytes()));
     o.setInputs<uint8_t>(blocks, p.bytes());
-    if (p.in_place) {  // our block is already in place; gloo's local copy goes to scratch
-      tmp = scratch(p.bytes());
-      out = tmp.get();
-    }
+    // Our block is already in place; gloo's local copy goes to scratch.
+    if (p.in_place) out = env.scratch->get(p.bytes());
   }
   o.setOutput<uint8_t>(typed<uint8_t>(out), p.bytes());
   gloo::scatter(o);
 }
 
-void run_alltoall(const OpEnv& env, const Plan& p) {
-  const size_t total = p.bytes() * env.size;
-  std::unique_ptr<std::byte[]> tmp;
-  const std::byte* in = p.in;
-  if (p.in_place) {
-    tmp = scratch(total);
-    std::memcpy(tmp.get(), p.out, total);
-    in = tmp.get();
+// In place: gloo::alltoall would need a copy of the whole buffer as its input, plus its own
+// local copy of this rank's block. Only the blocks leaving this rank are copied out here
+// (all of them before any receive is posted over them), then sent and received the way
+// gloo::alltoall does, on its slot, so the peers may run either form.
+void run_alltoall_in_place(const OpEnv& env, const Plan& p) {
+  const size_t chunk = p.bytes();
+  const int peers = env.size - 1;
+  std::byte* tmp = env.scratch->get(chunk * peers);
+  for (int i = 1; i <= peers; ++i) {
+    std::memcpy(tmp + (i - 1) * chunk, p.out + ((env.rank + i) % env.size) * chunk, chunk);
   }
+  const auto slot = gloo::Slot::build(gloo::kAlltoallSlotPrefix, env.tag);
+  auto in = env.context->createUnboundBuffer(tmp, chunk * peers);
+  auto out = env.context->createUnboundBuffer(p.out, chunk * env.size);
+  for (int i = 1; i <= peers; ++i) {
+    const int to = (env.rank + i) % env.size;
+    const int from = (env.rank + env.size - i) % env.size;
+    in->send(to, slot, (i - 1) * chunk, chunk);
+    out->recv(from, slot, from * chunk, chunk);
+  }
+  for (int i = 1; i <= peers; ++i) {
+    // false means a wait was aborted: never report that as delivered
+    if (!in->waitSend(env.timeout) || !out->waitRecv(env.timeout)) {
+      throw gloo::IoException("alltoall: a wait on a peer was aborted");
+    }
+  }
+}
+
+void run_alltoall(const OpEnv& env, const Plan& p) {
+  if (p.in_place) {
+    run_alltoall_in_place(env, p);
+    return;
+  }
+  const size_t total = p.bytes() * env.size;
   gloo::AlltoallOptions o(env.context);
   o.setTag(env.tag);
   o.setTimeout(env.timeout);
-  o.setInput<uint8_t>(typed<uint8_t>(in), total);
+  o.setInput<uint8_t>(typed<uint8_t>(p.in), total);
   o.setOutput<uint8_t>(typed<uint8_t>(p.out), total);
   gloo::alltoall(o);
 }
 
 }  // namespace
+
+std::byte* Scratch::get(size_t bytes) {
+  if (bytes > capacity_ || !data_) {
+    data_.reset();  // free first: the old and the new block are never both held
+    capacity_ = 0;
+    data_ = std::make_unique_for_overwrite<std::byte[]>(bytes == 0 ? 1 : bytes);
+    capacity_ = bytes;
+  }
+  return data_.get();
+}
 
 Status run_collective(const OpEnv& env, const pg_backend_op_t& op) {
   Plan p;

@@ -4,7 +4,8 @@
 // (gloo_plan.h) accepted the operation, and throw Gloo's exceptions, which the group turns
 // into statuses:
 //
-//   OpEnv env{context, host, rank, size, tag, remaining, AllreduceChoice::kAuto};
+//   Scratch scratch;                              // one per group, kept by the worker
+//   OpEnv env{context, host, rank, size, tag, remaining, AllreduceChoice::kAuto, &scratch};
 //   st = run_collective(env, op);                 // blocking
 // Send/recv live in gloo_p2p.h.
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
@@ -13,6 +14,7 @@
 #include <gloo/context.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +31,23 @@ enum class AllreduceChoice { kAuto, kRing, kBcube };
 // Messages at or below this many bytes use bcube under kAuto.
 inline constexpr size_t kBcubeMaxBytes = 256 * 1024;
 
+// Grow-only scratch memory shared by the operations of one group. Every collective runs on
+// the group's single worker thread, one at a time, and asks for scratch at most once, so one
+// buffer serves them all: a large reduce or reduce_scatter no longer maps, faults in and
+// unmaps a fresh buffer per call (glibc mmaps blocks from 32 MiB up). It keeps its
+// high-water mark, the largest scratch any operation needed (n*size*elem for
+// reduce_scatter, n*(size-1)*elem for in-place alltoall, n*elem for reduce on non-roots
+// and in-place gather/scatter on the root), until the group is destroyed.
+class Scratch {
+ public:
+  // At least bytes of uninitialised memory; valid until the next get().
+  std::byte* get(size_t bytes);
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t capacity_ = 0;
+};
+
 struct OpEnv {
   std::shared_ptr<gloo::Context> context;
   const pg_host_services_t* host;
@@ -37,6 +56,7 @@ struct OpEnv {
   uint32_t tag;                       // collective tag, the same on every rank
   std::chrono::milliseconds timeout;  // time left for this operation
   AllreduceChoice allreduce;
+  Scratch* scratch;  // the group's; only this operation uses it while it runs
 };
 
 // Runs one collective (not send/recv) to completion; AVG divides through host->scale_down.
