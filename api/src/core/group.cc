@@ -131,6 +131,7 @@ Status GroupState::check_usable() {
 }
 
 Status GroupState::mark_failed(const Status& failure) {
+  if (failure.code() == PG_ERR_MISMATCH) saw_mismatch_.store(true);
   if (!is_fatal(failure.code())) return failure;
   bool first;
   {
@@ -139,9 +140,10 @@ Status GroupState::mark_failed(const Status& failure) {
   }
   // A timeout here, or the first news of the group's failure arriving as an abort (a
   // backend passing on another rank's timeout): either way a rank hung somewhere, and this
-  // rank's record belongs in the picture. (pg_group_abort records its failure first.)
-  const bool hung =
-      failure.code() == PG_ERR_TIMEOUT || (failure.code() == PG_ERR_ABORTED && first);
+  // rank's record belongs in the picture. (pg_group_abort records its failure first.) Not
+  // after a mismatch: a backend that broke its group over one (ucx) explains the abort.
+  const bool hung = failure.code() == PG_ERR_TIMEOUT ||
+                    (failure.code() == PG_ERR_ABORTED && first && !saw_mismatch_.load());
   Status reason = failure;
   if (hung && !hang_reported_.exchange(true)) {
     HangContext context{id_, members_.rank, members_.size, diagnostics_.store,

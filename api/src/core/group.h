@@ -112,6 +112,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   const Diagnostics diagnostics_;
   FlightRecorder recorder_{64};
   std::atomic<bool> hang_reported_{false};
+  std::atomic<bool> saw_mismatch_{false};  // an operation failed with PG_ERR_MISMATCH
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> splits_{0};
 
