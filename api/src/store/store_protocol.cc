@@ -219,6 +219,7 @@ Result<Request> decode_request(std::span<const uint8_t> body) {
   q.op = static_cast<Op>(opcode);
   if (q.op == Op::kAuth) {
     q.mac = r.raw(kMacBytes, "auth answer");
+    q.client_nonce = r.raw(kNonceBytes, "client nonce");
     if (!r.finish()) return Status(PG_ERR_AUTH, r.error());
     return q;
   }

@@ -14,10 +14,13 @@
 //   str     := n:u32  bytes[n]
 //
 // After accepting a connection the server sends HELLO; a client reads it before anything
-// else. With a token, the client must answer with AUTH before any request:
+// else. With a token, the client must answer with AUTH before any request, and the server
+// proves in turn that it knows the token too (so a program squatting MASTER_PORT cannot
+// pose as the store to ranks that hold a token):
 //
 //   HELLO    magic:u32 ("PGST")  version:u8  auth_required:u8  nonce[32]
-//   AUTH     mac[32] = HMAC-SHA256(token, nonce || kAuthContext)       (client -> server)
+//   AUTH     mac[32] = HMAC-SHA256(token, nonce || kAuthContext)  client_nonce[32]
+//   -> VALUE proof:str, proof = HMAC-SHA256(token, client_nonce || nonce || kProofContext)
 //
 // Requests (client -> server) and their successful replies:
 //
@@ -28,7 +31,7 @@
 //   REMOVE       key:str                                 -> BOOL existed:u8
 //   WAIT         timeout_ms:i64 count:u32 key:str*count  -> OK (held until all are set)
 //   CHECK        count:u32 key:str*count                 -> BOOL all_exist:u8
-//   AUTH         mac[32]                                 -> OK
+//   AUTH         mac[32] client_nonce[32]                -> VALUE proof[32]
 //
 // Any request may instead get ERROR code:i32 (a pg_status_t) message:str. A timed-out GET
 // or WAIT gets ERROR PG_ERR_TIMEOUT. Replies come in request order; the server does not
@@ -54,11 +57,12 @@ using Bytes = std::vector<uint8_t>;
 // ---- Limits ---------------------------------------------------------------------------
 
 inline constexpr uint32_t kProtocolMagic = 0x50475354;  // "PGST"
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;  // 2: the server proves the token too
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;  // SHA-256
 inline constexpr std::string_view kAuthContext = "procgroup-store-auth-v1";
+inline constexpr std::string_view kProofContext = "procgroup-store-proof-v2";
 
 // A key; also the limit of every store (memory, file, prefix) so that code is portable.
 inline constexpr size_t kMaxKeyBytes = 4096;
@@ -68,8 +72,8 @@ inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
 inline constexpr size_t kMaxKeysPerRequest = 1024;
 // A frame body: COMPARE_SET carries two values; 64 KiB covers keys and fields.
 inline constexpr size_t kMaxFrameBytes = 2 * kMaxValueBytes + (size_t{64} << 10);
-// A frame before authentication: only AUTH (1 + 32 bytes) is allowed there.
-inline constexpr size_t kMaxUnauthenticatedFrameBytes = 64;
+// A frame before authentication: only AUTH (1 + 32 + 32 bytes) is allowed there.
+inline constexpr size_t kMaxUnauthenticatedFrameBytes = 1 + kMacBytes + kNonceBytes;
 // Keys the server holds at once.
 inline constexpr size_t kMaxStoredKeys = size_t{1} << 20;
 // Connections the server serves at once; more are told so and closed.
@@ -159,6 +163,7 @@ struct Request {
   std::span<const uint8_t> value;    // SET; the expected value of COMPARE_SET
   std::span<const uint8_t> desired;  // COMPARE_SET
   std::span<const uint8_t> mac;      // AUTH
+  std::span<const uint8_t> client_nonce;  // AUTH: what the server's proof must cover
 };
 
 // Decodes a request body. A framing error (unknown opcode, truncated or over-long field,

@@ -124,7 +124,12 @@ Status TcpStoreClient::handshake(int fd, Deadline deadline, bool* fatal) {
   }
   if (!auth_required) {
     if (!options_.token.empty()) {
-      log(kLogInfo, "store", "the store at {} does not check PROCGROUP_STORE_TOKEN", endpoint_);
+      // It cannot prove it knows the token: rank 0 lacks it, or this is not our store.
+      *fatal = true;
+      return make_error(PG_ERR_AUTH,
+                        "the store at {} does not check PROCGROUP_STORE_TOKEN but this rank has "
+                        "one: give rank 0 the same token (or is another program on MASTER_PORT?)",
+                        endpoint_);
     }
     return ok_status();
   }
@@ -135,11 +140,20 @@ Status TcpStoreClient::handshake(int fd, Deadline deadline, bool* fatal) {
   Nonce nonce{};
   std::copy(nonce_bytes.begin(), nonce_bytes.end(), nonce.begin());
   Mac mac = auth_answer(options_.token, nonce);
-  Bytes answer = FrameWriter(Op::kAuth).raw(mac).finish();
+  PG_ASSIGN_OR_RETURN(Nonce mine, make_nonce());
+  Bytes answer = FrameWriter(Op::kAuth).raw(mac).raw(mine).finish();
   PG_RETURN_IF_ERROR(send_all(fd, answer, deadline));
   auto reply = read_frame(fd, deadline);
-  if (reply.ok() && !reply->empty() && reply->front() == static_cast<uint8_t>(Op::kOk)) {
-    return ok_status();
+  if (reply.ok() && !reply->empty() && reply->front() == static_cast<uint8_t>(Op::kValue)) {
+    FrameReader proof_reader(*reply);
+    proof_reader.u8();
+    auto proof = proof_reader.str("store proof", kMacBytes);
+    if (proof_reader.finish() && proof_verify(options_.token, mine, nonce, proof)) return ok_status();
+    *fatal = true;
+    return make_error(PG_ERR_AUTH,
+                      "the store at {} did not prove it knows PROCGROUP_STORE_TOKEN (another "
+                      "program on MASTER_PORT, or rank 0 has another token?)",
+                      endpoint_);
   }
   if (reply.ok() && !reply->empty() && reply->front() == static_cast<uint8_t>(Op::kError)) {
     Status why = error_from(std::span<const uint8_t>(*reply).subspan(1));

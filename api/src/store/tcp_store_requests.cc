@@ -73,7 +73,8 @@ void TcpStoreServer::Loop::handle_auth(Connection& c, const Request& request) {
   c.authenticated = true;
   if (c.auth_at) timers_.erase({*c.auth_at, c.id, TimerKind::kAuth});
   c.auth_at.reset();
-  queue(c, ok_frame());
+  const Mac proof = server_proof(options_.token, request.client_nonce, c.nonce);
+  queue(c, FrameWriter(Op::kValue).str(std::span<const uint8_t>(proof)).finish());
 }
 
 void TcpStoreServer::Loop::handle_request(Connection& c, const Request& r) {

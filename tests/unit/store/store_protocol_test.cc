@@ -73,7 +73,7 @@ TEST(StoreProtocolTest, LimitsAreConsistent) {
   // The largest legitimate request (COMPARE_SET with two maximal values) fits in a frame.
   EXPECT_GE(kMaxFrameBytes, 1 + 3 * 4 + kMaxKeyBytes + 2 * kMaxValueBytes);
   EXPECT_GE(kMaxFrameBytes, 1 + 8 + 4 + kMaxKeysPerRequest * (4 + kMaxKeyBytes));
-  EXPECT_GE(kMaxUnauthenticatedFrameBytes, 1 + kMacBytes);
+  EXPECT_GE(kMaxUnauthenticatedFrameBytes, 1 + kMacBytes + kNonceBytes);
 }
 
 TEST(StoreSemanticsTest, CountersAreDecimalInt64) {

@@ -1,6 +1,7 @@
 // PROCGROUP_STORE_TOKEN authentication: the right token works; a wrong or missing token, a
 // client that speaks before authenticating, a replayed answer and a silent client are all
-// refused with PG_ERR_AUTH, and the server goes on serving. The token never crosses the wire.
+// refused with PG_ERR_AUTH, and the server goes on serving. The token never crosses the wire,
+// and a client with a token talks only to a store that proves it knows the token too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -110,16 +111,25 @@ TEST_F(TcpStoreAuthTest, AnswerForAnotherConnectionsNonceIsRejected) {
   ASSERT_TRUE(nonce1 && nonce2);
   EXPECT_NE(*nonce1, *nonce2);
   // A valid answer, replayed on a connection with a different nonce.
-  ASSERT_TRUE(second.send(FrameWriter(Op::kAuth).raw(auth_answer(kToken, *nonce1)).finish()));
+  ASSERT_TRUE(second.send(
+      FrameWriter(Op::kAuth).raw(auth_answer(kToken, *nonce1)).raw(*nonce2).finish()));
   auto reply = second.read_frame();
   ASSERT_TRUE(reply && as_error(*reply));
   EXPECT_EQ(as_error(*reply)->first, PG_ERR_AUTH);
   EXPECT_TRUE(second.wait_closed());
   // The right answer on the first connection is accepted.
-  ASSERT_TRUE(first.send(FrameWriter(Op::kAuth).raw(auth_answer(kToken, *nonce1)).finish()));
+  const Nonce mine = *nonce2;  // any client nonce: the proof must cover it
+  ASSERT_TRUE(
+      first.send(FrameWriter(Op::kAuth).raw(auth_answer(kToken, *nonce1)).raw(mine).finish()));
   reply = first.read_frame();
   ASSERT_TRUE(reply);
-  EXPECT_EQ(static_cast<Op>(reply->front()), Op::kOk);
+  ASSERT_EQ(static_cast<Op>(reply->front()), Op::kValue);
+  FrameReader r(*reply);
+  r.u8();
+  auto proof = r.str("proof", kMacBytes);
+  EXPECT_TRUE(r.finish());
+  EXPECT_TRUE(proof_verify(kToken, mine, *nonce1, proof)) << "the store proves the token";
+  EXPECT_FALSE(proof_verify("another token", mine, *nonce1, proof));
 }
 
 TEST_F(TcpStoreAuthTest, SilentClientIsClosedAfterTheAuthDeadline) {
@@ -153,7 +163,7 @@ TEST(TcpStoreAuthWireTest, TokenNeverCrossesTheWire) {
     Bytes hello =
         FrameWriter(Op::kHello).u32(kProtocolMagic).u8(kProtocolVersion).u8(1).raw(nonce).finish();
     (void)send_all(conn.get(), hello, Deadline::after(Millis(2000)));
-    received.resize(kFrameHeaderBytes + 1 + kMacBytes);
+    received.resize(kFrameHeaderBytes + 1 + kMacBytes + kNonceBytes);
     (void)recv_exact(conn.get(), received, Deadline::after(Millis(2000)));
     Bytes error = FrameWriter(Op::kError).u32(PG_ERR_AUTH).str("no").finish();
     (void)send_all(conn.get(), error, Deadline::after(Millis(2000)));
@@ -169,13 +179,50 @@ TEST(TcpStoreAuthWireTest, TokenNeverCrossesTheWire) {
   EXPECT_EQ(received[8], static_cast<uint8_t>(Op::kAuth));
 }
 
-TEST(TcpStoreAuthWireTest, ClientWithATokenAcceptsAStoreWithoutOne) {
+TEST(TcpStoreAuthWireTest, ClientWithATokenRefusesAStoreWithoutOne) {
+  // Such a store cannot prove it knows the token: rank 0 lacks it, or it is not our store.
   auto server = TcpStoreServer::start({.host = "127.0.0.1", .port = 0});
   ASSERT_TRUE(server.ok());
   auto client = TcpStoreClient::connect(
       {.host = "127.0.0.1", .port = server.value()->port(), .token = "extra"});
-  ASSERT_TRUE(client.ok()) << client.status().to_string();
-  EXPECT_EQ(client.value()->add("n", 1).value(), 1);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), PG_ERR_AUTH);
+  EXPECT_THAT(client.status().message(), HasSubstr("does not check PROCGROUP_STORE_TOKEN"));
+  auto plain = TcpStoreClient::connect({.host = "127.0.0.1", .port = server.value()->port()});
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+}
+
+TEST(TcpStoreAuthWireTest, StoreThatCannotProveTheTokenIsRefused) {
+  // A fake store that asks for authentication and accepts any answer, as a program
+  // squatting MASTER_PORT would: without the token it cannot compute the proof.
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread fake([&] {
+    UniqueFd conn(::accept(listener.get(), nullptr, nullptr));
+    Nonce nonce{};
+    Bytes hello =
+        FrameWriter(Op::kHello).u32(kProtocolMagic).u8(kProtocolVersion).u8(1).raw(nonce).finish();
+    (void)send_all(conn.get(), hello, Deadline::after(Millis(2000)));
+    Bytes answer(kFrameHeaderBytes + 1 + kMacBytes + kNonceBytes);
+    (void)recv_exact(conn.get(), answer, Deadline::after(Millis(2000)));
+    Mac guess{};  // what an impostor can offer
+    Bytes reply = FrameWriter(Op::kValue).str(std::span<const uint8_t>(guess)).finish();
+    (void)send_all(conn.get(), reply, Deadline::after(Millis(2000)));
+  });
+  auto client = TcpStoreClient::connect({.host = "127.0.0.1",
+                                         .port = ntohs(addr.sin_port),
+                                         .token = std::string(kToken),
+                                         .timeout = Millis(3000)});
+  fake.join();
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), PG_ERR_AUTH);
+  EXPECT_THAT(client.status().message(), HasSubstr("did not prove it knows"));
 }
 
 }  // namespace
