@@ -1,6 +1,7 @@
 // The communicator's lock, failure and shutdown (see nccl_comm.h).
 #include "nccl_comm.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -50,7 +51,24 @@ std::optional<Status> Comm::failure() const {
   return failure_;
 }
 
-Status Comm::enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn) {
+void Comm::track_locked(const std::shared_ptr<Work>& work) {
+  // Drop what has completed (in order, as the stream completes it) or been released.
+  while (!inflight_.empty()) {
+    const std::shared_ptr<Work> front = inflight_.front().lock();
+    if (front != nullptr && !front->settle_if_complete()) break;
+    inflight_.pop_front();
+  }
+  if (work != nullptr) inflight_.push_back(work);
+}
+
+void Comm::settle_inflight_locked() {
+  for (const std::weak_ptr<Work>& weak : inflight_)
+    if (const std::shared_ptr<Work> work = weak.lock()) (void)work->settle_if_complete();
+  inflight_.clear();
+}
+
+Status Comm::enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn,
+                     const std::shared_ptr<Work>& issued) {
   Status st;
   {
     std::lock_guard lock(mu_);
@@ -60,6 +78,7 @@ Status Comm::enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn) 
     }
     if (comm_ == nullptr) return Status::error(PG_ERR_ABORTED, "the group was destroyed");
     st = fn(comm_, stream_);
+    if (st.ok() && issued != nullptr) track_locked(issued);
   }
   if (!st.ok() && st.code != PG_ERR_ABORTED) fail(st);
   return st;
@@ -97,6 +116,8 @@ bool Comm::fail(const Status& cause) {
   std::lock_guard lock(mu_);
   if (comm_ != nullptr) {
     DeviceGuard on(device_);
+    // Last moment at which a completed event still means a completed operation.
+    settle_inflight_locked();
     // Aborting stops NCCL's kernels, so the stream and every work's event complete.
     (void)ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -139,7 +160,10 @@ void Comm::flush_p2p() {
       return;
     }
     DeviceGuard on(device_);
-    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    // The batch's earliest deadline (op.timeout_ms), not the group timeout: a settle that
+    // waits for peers must give up when the first of these operations would time out.
+    Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    for (const auto& w : batch) deadline = std::min(deadline, w->deadline());
     std::string what = "ncclGroupEnd of " + std::to_string(batch.size()) +
                        " send/recv (first: " + batch.front()->label() + ")";
     st = on.status();
@@ -161,6 +185,7 @@ void Comm::flush_p2p() {
     for (auto& w : batch) {
       if (st.ok()) st = cuda_status(cudaEventRecord(w->done(), stream_), w->label());
       w->set_issued(st.ok());
+      if (st.ok()) track_locked(w);
     }
   }
   if (!st.ok()) fail(st);

@@ -17,6 +17,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,14 +51,19 @@ class Comm {
   int32_t* barrier_scratch() const { return barrier_scratch_; }
 
   // Runs fn(comm, stream) holding the NCCL lock; fails the group if fn fails. Refuses
-  // with PG_ERR_ABORTED once the communicator failed or was destroyed.
-  Status enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn);
+  // with PG_ERR_ABORTED once the communicator failed or was destroyed. When fn succeeds,
+  // `issued` (if any) is tracked as in flight (see fail()).
+  Status enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn,
+                 const std::shared_ptr<Work>& issued = nullptr);
   // Inside enqueue: a NCCL call's result as a status, waiting out ncclInProgress (up to
   // the deadline, or until an abort is requested).
   Status settle(ncclResult_t result, const std::string& what, Clock::time_point deadline);
 
   // Records the first failure, aborts the communicator, wakes every waiter. Returns true
-  // when this call's cause became the group's failure.
+  // when this call's cause became the group's failure. Before aborting it settles as PG_OK
+  // every in-flight work whose event has already completed: after ncclCommAbort the
+  // aborted kernels return and every later event completes too, so from then on a
+  // completed event no longer means the operation ran (Work::poll).
   bool fail(const Status& cause);
   std::optional<Status> failure() const;
   // Polls ncclCommGetAsyncError; an error fails the group (the status names `label`).
@@ -83,6 +89,11 @@ class Comm {
   std::mutex mu_;  // NCCL calls, comm_, pending_p2p_
   ncclComm_t comm_ = nullptr;
   std::vector<std::shared_ptr<Work>> pending_p2p_;
+  // Issued works in stream order, until seen complete (all on stream_, so they complete
+  // in this order). Under mu_.
+  std::deque<std::weak_ptr<Work>> inflight_;
+  void track_locked(const std::shared_ptr<Work>& work);
+  void settle_inflight_locked();
   std::atomic<bool> abort_requested_{false};
 
   mutable std::mutex state_mu_;  // failure_

@@ -15,11 +15,34 @@
 
 namespace procgroup::nccl_backend {
 
+// Whether this thread has a current CUDA context (cuCtxGetCurrent, found through the
+// runtime so the plugin need not link libcuda). Unknown counts as yes.
+inline bool thread_has_context() {
+  using GetCurrent = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*)
+  static const GetCurrent get_current = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, CUDART_VERSION, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      fn = nullptr;
+    }
+    return reinterpret_cast<GetCurrent>(fn);
+  }();
+  if (get_current == nullptr) return true;
+  void* context = nullptr;
+  return get_current(&context) != 0 || context != nullptr;
+}
+
 // Makes `device` current on this thread and restores the previous one on destruction.
+// A thread that had no context (a core thread that never touched CUDA: cudaGetDevice says
+// 0 there) is left on `device`: "restoring" 0 would create a context on GPU 0 (CUDA 12+
+// cudaSetDevice initialises it), hundreds of MiB on GPU 0 for every rank of the host.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
+    if (!thread_has_context() || cudaGetDevice(&previous_) != cudaSuccess) {
       (void)cudaGetLastError();
       previous_ = -1;
     }

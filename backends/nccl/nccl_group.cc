@@ -80,13 +80,15 @@ Status Group::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) {
     comm_->defer_p2p(work);
   } else {
     comm_->flush_p2p();  // sends and recvs issued before this go first
-    PG_NCCL_TRY(issue(op, plan, *work));
+    PG_NCCL_TRY(issue(op, plan, work));
   }
   *out = std::move(work);
   return {};
 }
 
-Status Group::issue(const pg_backend_op_t& op, const Plan& plan, Work& work) {
+Status Group::issue(const pg_backend_op_t& op, const Plan& plan,
+                    const std::shared_ptr<Work>& issued) {
+  Work& work = *issued;
   const Clock::time_point deadline = work.deadline();
   const std::string what = work.label() + ": " + nccl_call_name(op.op);
   void* scratch = nullptr;
@@ -119,7 +121,7 @@ Status Group::issue(const pg_backend_op_t& op, const Plan& plan, Work& work) {
     PG_NCCL_TRY(cuda_status(cudaEventRecord(work.done(), s), work.label() + ": cudaEventRecord"));
     work.set_issued(true);
     return {};
-  });
+  }, issued);
   if (scratch != nullptr) (void)cudaFreeAsync(scratch, comm_->stream());
   return st;
 }

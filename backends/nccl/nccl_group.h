@@ -41,7 +41,7 @@ class Group {
 
  private:
   explicit Group(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
-  Status issue(const pg_backend_op_t& op, const Plan& plan, Work& work);
+  Status issue(const pg_backend_op_t& op, const Plan& plan, const std::shared_ptr<Work>& issued);
 
   std::shared_ptr<Comm> comm_;
   bool destroyed_ = false;

@@ -43,6 +43,17 @@ void Work::set_issued(bool recorded) {
   issued_.store(true);
 }
 
+bool Work::settle_if_complete() {
+  if (!recorded_.load()) return false;
+  const cudaError_t q = cudaEventQuery(done_.get());
+  if (q != cudaSuccess) {
+    if (q != cudaErrorNotReady) (void)cudaGetLastError();
+    return false;
+  }
+  (void)finish(Status{});
+  return true;
+}
+
 Status Work::finish(Status outcome) {
   std::lock_guard lock(mu_);
   if (!result_) result_ = std::move(outcome);
@@ -51,10 +62,14 @@ Status Work::finish(Status outcome) {
 
 Status Work::poll() {
   if (!issued_.load()) comm_->flush_p2p();  // a deferred send/recv is needed now
-  // Finished before any failure: its result stands even if the communicator died since.
+  // Events complete once ncclCommAbort has ended the kernels, so a completed event means
+  // success only if no failure was recorded by the time it was seen (failures are recorded
+  // before the abort). A work that completed before the failure was settled as PG_OK by
+  // Comm::fail, and finish() keeps that.
   const cudaError_t q = recorded_.load() ? cudaEventQuery(done_.get()) : cudaErrorNotReady;
-  if (q == cudaSuccess) return finish(Status{});
-  if (auto f = comm_->failure()) {
+  const std::optional<Status> failed = comm_->failure();
+  if (q == cudaSuccess && !failed) return finish(Status{});
+  if (const auto& f = failed) {
     return finish(Status::error(PG_ERR_ABORTED, label_ +
                                                     " did not complete: the communicator was "
                                                     "aborted (" +
@@ -85,6 +100,9 @@ Status Work::test() {
     std::lock_guard lock(mu_);
     if (result_) return *result_;
   }
+  // The core may test from any thread: query on the communicator's device, so a thread
+  // with no context does not create one on GPU 0.
+  DeviceGuard on(comm_->device());
   return poll();
 }
 

@@ -57,6 +57,9 @@ class Work {
   // (the communicator failed first), and the work reports that failure.
   void set_issued(bool recorded);
   std::optional<P2p> p2p;
+  // With its communicator's lock held: if done() has completed, the work's result
+  // becomes PG_OK (kept even if the communicator fails later). True when complete.
+  bool settle_if_complete();
 
   // PG_OK, PG_PENDING or the error.
   Status test();
