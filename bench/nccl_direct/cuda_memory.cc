@@ -1,7 +1,9 @@
 // collbench's CUDA device, memory and timer (see cuda_memory.h).
 #include "cuda_memory.h"
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace procgroup::bench {
 
@@ -20,6 +22,18 @@ int select_cuda_device(int local_rank, int local_world_size) {
   }
   if (count <= 0)
     throw std::runtime_error("-g cuda: no CUDA device: cudaGetDeviceCount found none");
+  // The nccl plugin puts this rank's communicator on PROCGROUP_NCCL_DEVICE when it is set
+  // (else on LOCAL_RANK), and refuses buffers of any other device: take the same one.
+  if (const char* env = std::getenv("PROCGROUP_NCCL_DEVICE"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 0 || v >= count) {
+      throw std::runtime_error("-g cuda: PROCGROUP_NCCL_DEVICE='" + std::string(env) +
+                               "' is not a device index below " + std::to_string(count));
+    }
+    check_cuda(cudaSetDevice(static_cast<int>(v)), "cudaSetDevice");
+    return static_cast<int>(v);
+  }
   // NCCL refuses two ranks on one GPU; more ranks than GPUs cannot be measured honestly.
   if (local_world_size > count) {
     throw std::runtime_error("-g cuda: " + std::to_string(local_world_size) +

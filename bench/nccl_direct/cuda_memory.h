@@ -19,7 +19,8 @@ namespace procgroup::bench {
 // Throws "CUDA error in <what>: <message> (<name>)" unless status is cudaSuccess.
 void check_cuda(cudaError_t status, const char* what);
 
-// The device local_rank % count, made current. Throws, saying "no CUDA device" and why,
+// The device local_rank % count (PROCGROUP_NCCL_DEVICE when set, as the nccl plugin picks),
+// made current. Throws, saying "no CUDA device" and why,
 // when CUDA finds none, and when more ranks share this node than it has devices (NCCL
 // takes one device per rank: with one GPU only one rank can run).
 int select_cuda_device(int local_rank, int local_world_size);

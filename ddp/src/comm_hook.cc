@@ -24,6 +24,11 @@ class CompressedWork : public HookWork {
   CompressedWork(detail::DeviceMemory wire, pg_dtype_t wire_dtype, TensorRef target,
                  const detail::Exec& exec)
       : wire_(std::move(wire)), wire_dtype_(wire_dtype), target_(target), exec_(exec) {}
+  // Abandoned without wait() (an exception, a pass given up): the allreduce may still
+  // write into wire_, so let it end (bounded by the group timeout) before wire_ is freed.
+  ~CompressedWork() override {
+    if (work_.handle() != nullptr) (void)pg_work_wait(work_.handle(), -1);
+  }
   void start(const Group& group) {
     const TensorRef w{wire_.data(), target_.numel, wire_dtype_, target_.device};
     const pg_buffer_t b = w.buffer(exec_.stream);

@@ -4,6 +4,7 @@
 
 #include <cublas_v2.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -172,14 +173,24 @@ std::unique_ptr<Ops> make_cuda_ops(int local_rank, int local_world_size) {
   if (count <= 0) {
     throw std::runtime_error("--device cuda: no CUDA device: cudaGetDeviceCount found none");
   }
-  // NCCL refuses two ranks on one GPU: say so here rather than fail inside the group.
-  if (local_world_size > count) {
+  // The nccl plugin puts this rank's communicator on PROCGROUP_NCCL_DEVICE when it is set
+  // (else on LOCAL_RANK), and refuses buffers of any other device: take the same one.
+  int device = (local_rank < 0 ? 0 : local_rank) % count;
+  if (const char* env = std::getenv("PROCGROUP_NCCL_DEVICE"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 0 || v >= count) {
+      throw std::runtime_error("--device cuda: PROCGROUP_NCCL_DEVICE='" + std::string(env) +
+                               "' is not a device index below " + std::to_string(count));
+    }
+    device = static_cast<int>(v);
+  } else if (local_world_size > count) {
+    // NCCL refuses two ranks on one GPU: say so here rather than fail inside the group.
     throw std::runtime_error("--device cuda: " + std::to_string(local_world_size) +
                              " ranks on this node but " + std::to_string(count) +
                              " CUDA device(s); NCCL needs a device of its own for every rank "
                              "(with one GPU, run one rank)");
   }
-  const int device = (local_rank < 0 ? 0 : local_rank) % count;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");

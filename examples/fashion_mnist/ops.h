@@ -87,7 +87,8 @@ std::unique_ptr<BatchNorm> make_sync_batch_norm(const procgroup::Group& group, i
 void allreduce_values(const procgroup::Group& group, const Ops& ops, std::span<double> values,
                       procgroup::ReduceOp op = procgroup::ReduceOp::kSum);
 
-// "cpu" or "cuda". For CUDA: the device local_rank % device count, made current; throws
+// "cpu" or "cuda". For CUDA: the device local_rank % device count (PROCGROUP_NCCL_DEVICE
+// when set, the nccl plugin's choice), made current; throws
 // std::runtime_error saying "no CUDA device" (with CUDA's reason) when there is none, that
 // more ranks share this node than it has devices (NCCL takes one device per rank), or that
 // the program was built without CUDA.

@@ -12,7 +12,9 @@ __device__ size_t index_of(int64_t j, int64_t c, int64_t C, int64_t S) {
   return static_cast<size_t>(((j / S) * C + c) * S + j % S);
 }
 
-// Sums v over the block into shared memory; every thread gets the total.
+// Sums v over the block into shared memory; every thread gets the total. The halving tree
+// needs a power-of-two block (every launch below uses kThreads).
+static_assert((kThreads & (kThreads - 1)) == 0, "block_sum needs a power-of-two block");
 __device__ double block_sum(double v, double* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
@@ -123,6 +125,11 @@ __global__ void backward_input_kernel(int64_t total_values, int64_t C, int64_t S
 
 void bn_local_stats(int device, void* stream, int64_t n, int64_t C, int64_t S, const float* x,
                     double eps, double* row) {
+  if (C <= 0) {  // a 0-block grid is a launch error; the row is just [count]
+    const double count = static_cast<double>(n * S);
+    from_host(device, stream, row, &count, sizeof count);
+    return;
+  }
   DeviceGuard guard(device);
   local_stats_kernel<<<static_cast<unsigned>(C), kThreads, 0, as_stream(stream)>>>(n, C, S, x,
                                                                                   eps, row);
@@ -158,6 +165,7 @@ void bn_normalize(int device, void* stream, int64_t n, int64_t C, int64_t S, con
 void bn_backward_reduce(int device, void* stream, int64_t n, int64_t C, int64_t S,
                         const float* x, const float* dy, const double* stats, double* sums,
                         float* gw, float* gb) {
+  if (C <= 0) return;  // nothing to reduce (and a 0-block grid is a launch error)
   DeviceGuard guard(device);
   backward_reduce_kernel<<<static_cast<unsigned>(C), kThreads, 0, as_stream(stream)>>>(
       n, C, S, x, dy, stats, sums, gw, gb);
