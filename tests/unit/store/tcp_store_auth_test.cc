@@ -25,6 +25,19 @@ using ::testing::HasSubstr;
 
 constexpr std::string_view kToken = "correct horse battery staple";
 
+// A listening socket on a free loopback port, for a fake store played by the test.
+void listen_on_loopback(UniqueFd* listener, int* port) {
+  *listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener->get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener->get(), 4), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  *port = ntohs(addr.sin_port);
+}
+
 class TcpStoreAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -146,15 +159,9 @@ TEST_F(TcpStoreAuthTest, SilentClientIsClosedAfterTheAuthDeadline) {
 
 TEST(TcpStoreAuthWireTest, TokenNeverCrossesTheWire) {
   // A fake store: sends HELLO with a known nonce and records what the client answers.
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener.get(), 4), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  int port = ntohs(addr.sin_port);
+  UniqueFd listener;
+  int port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on_loopback(&listener, &port));
   Nonce nonce{};
   for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(i * 13);
   Bytes received;
@@ -195,14 +202,9 @@ TEST(TcpStoreAuthWireTest, ClientWithATokenRefusesAStoreWithoutOne) {
 TEST(TcpStoreAuthWireTest, StoreThatCannotProveTheTokenIsRefused) {
   // A fake store that asks for authentication and accepts any answer, as a program
   // squatting MASTER_PORT would: without the token it cannot compute the proof.
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener.get(), 4), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  UniqueFd listener;
+  int port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on_loopback(&listener, &port));
   std::thread fake([&] {
     UniqueFd conn(::accept(listener.get(), nullptr, nullptr));
     Nonce nonce{};
@@ -216,7 +218,7 @@ TEST(TcpStoreAuthWireTest, StoreThatCannotProveTheTokenIsRefused) {
     (void)send_all(conn.get(), reply, Deadline::after(Millis(2000)));
   });
   auto client = TcpStoreClient::connect({.host = "127.0.0.1",
-                                         .port = ntohs(addr.sin_port),
+                                         .port = port,
                                          .token = std::string(kToken),
                                          .timeout = Millis(3000)});
   fake.join();
