@@ -66,16 +66,13 @@ Status check_fingerprints(GroupState& group, const OpArgs& args, uint64_t seq,
   std::vector<Fingerprint> all(static_cast<size_t>(group.size()));
   if (!group.takes_cpu_buffers() || p.ops->send == nullptr || p.ops->recv == nullptr) {
     // No CPU send/recv to carry it (nccl takes device memory only): use the store.
-    auto gathered = group.store_allgather(
-        "fingerprint", seq, {reinterpret_cast<const uint8_t*>(&mine), sizeof(mine)}, deadline);
-    if (!gathered.ok())
-      return gathered.status().with_context("PROCGROUP_DEBUG=detail fingerprint check");
-    for (size_t r = 0; r < all.size(); ++r) {
-      if ((*gathered)[r].size() != sizeof(Fingerprint))
-        return make_error(PG_ERR_STORE, "PROCGROUP_DEBUG=detail: rank {} sent a malformed "
-                                        "fingerprint", r);
-      std::memcpy(&all[r], (*gathered)[r].data(), sizeof(Fingerprint));
-    }
+    PG_RETURN_IF_ERROR(
+        group
+            .store_allgather("fingerprint", seq,
+                             {reinterpret_cast<const uint8_t*>(&mine), sizeof(mine)},
+                             {reinterpret_cast<uint8_t*>(all.data()), sizeof(mine) * all.size()},
+                             deadline)
+            .with_context("PROCGROUP_DEBUG=detail fingerprint check"));
     return compare_fingerprints(all);
   }
   BackendTransport transport(group, seq, deadline);

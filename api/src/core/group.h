@@ -61,10 +61,11 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // Whether the backend takes CPU buffers; when not (nccl), the core's own metadata
   // exchanges go through store_allgather instead of a CPU collective.
   bool takes_cpu_buffers() const;
-  // Collective: every rank's bytes for round `index` of `purpose` (rounds numbered from 1,
-  // called in the same order on every rank), through the rendezvous store.
-  Result<std::vector<Bytes>> store_allgather(std::string_view purpose, uint64_t index,
-                                             std::span<const uint8_t> mine, Deadline deadline);
+  // Collective: every rank's `mine` for round `index` of `purpose` (rounds numbered from 1,
+  // called in the same order on every rank), through the rendezvous store, into `all`
+  // (size() * mine.size() bytes, in rank order). A value of another size is PG_ERR_STORE.
+  Status store_allgather(std::string_view purpose, uint64_t index, std::span<const uint8_t> mine,
+                         std::span<uint8_t> all, Deadline deadline);
 
   // PG_ERR_ABORTED naming the first failure if the group has failed, else OK.
   Status check_not_failed();

@@ -3,7 +3,6 @@
 // group ordered by (key, parent rank), and the backend creates it through the same store
 // under a group id every member derives identically.
 #include <algorithm>
-#include <cstring>
 #include <span>
 
 #include "core/dispatch.h"
@@ -33,17 +32,12 @@ Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
     PG_RETURN_IF_ERROR(
         work->wait(Deadline::never()).with_context("pg_group_split: exchanging colors"));
   } else {
-    auto bytes = std::as_bytes(std::span(mine));
-    auto gathered = store_allgather(
-        "split", split_index,
-        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
-        Deadline::after(timeout_));
-    if (!gathered.ok()) return gathered.status().with_context("pg_group_split: exchanging colors");
-    for (int r = 0; r < size(); ++r) {
-      if ((*gathered)[r].size() != sizeof(int32_t) * 2)
-        return make_error(PG_ERR_STORE, "pg_group_split: rank {} sent a malformed color", r);
-      std::memcpy(&all[2 * static_cast<size_t>(r)], (*gathered)[r].data(), sizeof(int32_t) * 2);
-    }
+    PG_RETURN_IF_ERROR(
+        store_allgather("split", split_index,
+                        {reinterpret_cast<const uint8_t*>(mine.data()), sizeof(int32_t) * mine.size()},
+                        {reinterpret_cast<uint8_t*>(all.data()), sizeof(int32_t) * all.size()},
+                        Deadline::after(timeout_))
+            .with_context("pg_group_split: exchanging colors"));
   }
   if (color == PG_SPLIT_NO_COLOR) return std::shared_ptr<GroupState>();
 

@@ -4,6 +4,8 @@
 // so it goes through the store instead: slower, but only metadata and only then.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/group.h"
 
 namespace procgroup::detail {
@@ -12,15 +14,15 @@ bool GroupState::takes_cpu_buffers() const {
   return (plugin_->devices & (1u << PG_DEVICE_CPU)) != 0;
 }
 
-Result<std::vector<Bytes>> GroupState::store_allgather(std::string_view purpose, uint64_t index,
-                                                        std::span<const uint8_t> mine,
-                                                        Deadline deadline) {
+Status GroupState::store_allgather(std::string_view purpose, uint64_t index,
+                                   std::span<const uint8_t> mine, std::span<uint8_t> all,
+                                   Deadline deadline) {
   auto key = [&](uint64_t i, int r) { return fmt::format("pg/{}/core/{}/{}/{}", id_, purpose, i, r); };
   PG_RETURN_IF_ERROR(root_store_->set(key(index, rank()), mine));
-  std::vector<Bytes> all(static_cast<size_t>(size()));
   for (int r = 0; r < size(); ++r) {
+    std::span<uint8_t> slot = all.subspan(static_cast<size_t>(r) * mine.size(), mine.size());
     if (r == rank()) {
-      all[r].assign(mine.begin(), mine.end());
+      std::copy(mine.begin(), mine.end(), slot.begin());
       continue;
     }
     auto value = root_store_->get(key(index, r), deadline.remaining());
@@ -28,12 +30,15 @@ Result<std::vector<Bytes>> GroupState::store_allgather(std::string_view purpose,
       return value.status().with_context(
           fmt::format("waiting for rank {}'s {} #{} in the store", r, purpose, index));
     }
-    all[r] = std::move(*value);
+    if (value->size() != mine.size())
+      return make_error(PG_ERR_STORE, "rank {} sent a malformed {} ({} bytes, not {})", r,
+                        purpose, value->size(), mine.size());
+    std::copy(value->begin(), value->end(), slot.begin());
   }
   // Every rank posted #index only after reading all of #index-1, so nobody needs this
   // rank's #index-1 any more: the store holds at most two rounds of keys per purpose.
   if (index > 1) (void)root_store_->remove(key(index - 1, rank()));
-  return all;
+  return ok_status();
 }
 
 }  // namespace procgroup::detail
