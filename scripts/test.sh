@@ -10,7 +10,12 @@ if (($#)); then
 fi
 status=0
 start=$SECONDS
+rm -f build*/Testing/Temporary/LastTestsFailed.log  # so only this run's failures are reported
 ctest --preset default || status=$?
 echo "== test.sh: default suite took $((SECONDS - start)) s"
 bash scripts/ci_sanitizers.sh || status=1
+# Said again at the very end, where a reader of CI's last lines finds it.
+for dir in build build-asan build-tsan build-fuzz; do
+  bash scripts/report_failures.sh "$dir"
+done
 exit $status
