@@ -53,6 +53,7 @@ struct Op {
   Io* ios = nullptr;       // Ios that have requests outstanding (for cancel and messages)
   bool task_done = false;  // the coroutine returned
   bool finished = false;   // the work was completed
+  bool queued = false;     // in the group's finalize_ list
   Status failure;          // set when the group breaks while the op runs
   std::vector<ScratchLease> leases;
   Op* prev = nullptr;  // the group's list of running ops

@@ -97,12 +97,19 @@ void UcxGroup::settle(Op* op) {
 }
 
 void UcxGroup::requests_done(Op* op) {
-  if (op->task_done && !op->finished) finalize_.push_back(op);
+  if (op->task_done && !op->finished && !op->queued) {
+    op->queued = true;
+    finalize_.push_back(op);
+  }
 }
 
 void UcxGroup::finalize(Op* op) {
   if (op->finished) return;
   op->finished = true;
+  // settle() can finalize an op whose last request completed inside its own break_group
+  // (forced endpoint close, cancelled receives), which already queued it: no dangling
+  // pointer may stay behind in finalize_.
+  if (op->queued) std::erase(finalize_, op);
   Status& result = op->task.result();
   if (result.ok()) {
     op->work->complete(PG_OK, "");
