@@ -136,7 +136,7 @@ TEST(UcxFailure, StoreFailuresBlameTheStoreAndMissingKeysThePeer) {
     if (env.rank == 1) return;  // never joins: rank 0's wait for its key times out
     pg_backend_group_t group = nullptr;
     pg_status_t st = create_group(*env.ops, *env.store, 0, 2, 500, &group);
-    std::string error = take_error();  // before expect_status, which takes it too
+    std::string error = take_error();  // taken: the store case below must not see it
     env.expect_status(st, PG_ERR_TIMEOUT, "a rank that never published");
     env.expect(contains(error, "rank 1 never published its host identity within 500 ms"),
                "names the missing rank: " + error);

@@ -42,26 +42,6 @@ double from_f16(uint16_t h) {
 
 }  // namespace
 
-const char* status_name(pg_status_t s) {
-  static const char* const kNames[] = {"PG_OK",
-                                       "PG_PENDING",
-                                       "PG_ERR_INVALID_ARGUMENT",
-                                       "PG_ERR_UNSUPPORTED",
-                                       "PG_ERR_TIMEOUT",
-                                       "PG_ERR_PEER_LOST",
-                                       "PG_ERR_ABORTED",
-                                       "PG_ERR_MISMATCH",
-                                       "PG_ERR_BACKEND_NOT_FOUND",
-                                       "PG_ERR_ABI_MISMATCH",
-                                       "PG_ERR_BACKEND",
-                                       "PG_ERR_STORE",
-                                       "PG_ERR_AUTH",
-                                       "PG_ERR_OUT_OF_MEMORY",
-                                       "PG_ERR_CONFIG",
-                                       "PG_ERR_INTERNAL"};
-  return s >= 0 && s <= PG_ERR_INTERNAL ? kNames[s] : "unknown status";
-}
-
 const char* op_label(pg_op_t op) {
   static const char* const kNames[] = {"allreduce",      "broadcast", "reduce",  "allgather",
                                        "reduce_scatter", "gather",    "scatter", "alltoall",

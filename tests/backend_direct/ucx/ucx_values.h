@@ -17,7 +17,6 @@
 
 namespace procgroup::ucx_test {
 
-const char* status_name(pg_status_t status);
 const char* op_label(pg_op_t op);
 const char* dtype_label(pg_dtype_t dtype);
 const char* reduce_label(pg_reduce_op_t op);
