@@ -111,6 +111,23 @@ TEST(Launch, DeadPeerFailsTheOthersWithinTwoTimeouts) {
   EXPECT_EQ(r.out.find("unexpectedly succeeded"), std::string::npos) << r.out;
 }
 
+// Groups from one environment share one store (one MASTER_PORT): side by side, and one after
+// another when rank 0 is the last to leave the first (its store must still serve the next).
+TEST(Launch, TwoGroupsFromTheSameEnvironmentShareTheStore) {
+  ProcessResult r = run({PGRUN_PATH, "--nproc-per-node", "3", MP_WORKER_PATH, "two-groups"}, 60,
+                        {"PROCGROUP_BACKEND=gloo", "PROCGROUP_TIMEOUT=20"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "second group allreduce: ok"), 3) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "world group allreduce: ok"), 3) << r.out << r.err;
+}
+
+TEST(Launch, NextGroupWhileRankZeroStillLeavesThePrevious) {
+  ProcessResult r = run({PGRUN_PATH, "--nproc-per-node", "3", MP_WORKER_PATH, "next-group-early"},
+                        60, {"PROCGROUP_BACKEND=gloo", "PROCGROUP_TIMEOUT=20"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "next world allreduce: ok"), 3) << r.out << r.err;
+}
+
 TEST(Launch, LoopbackRefusesRanksInSeparateProcesses) {
   ProcessResult r = run({PGRUN_PATH, "--nproc-per-node", "2", MP_WORKER_PATH, "collectives"}, 60,
                         {"PROCGROUP_BACKEND=loopback", "PROCGROUP_TIMEOUT=10"});

@@ -2,10 +2,15 @@
 // runs one scenario; prints "ok" lines and exits 0, or prints the error and exits 1.
 //   mp_worker collectives     every collective once, checked
 //   mp_worker leave-early     rank 1 exits right after joining; the others run an allreduce
+//   mp_worker two-groups      a second group from the same environment beside the world one
+//   mp_worker next-group-early  rank 0 leaves the world group late; the others create the
+//                             next group (named "world" again) before it has
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "procgroup/procgroup.hpp"
@@ -64,13 +69,49 @@ int leave_early(Group& g) {
   return 1;
 }
 
+int sum_of_ranks(Group& g, const char* what) {
+  std::vector<int32_t> v(3, g.rank() + 1);
+  g.allreduce(std::span(v)).wait();
+  return check(v[2] == g.size() * (g.size() + 1) / 2, what, g.rank());
+}
+
+Group named_from_env(const char* name) {
+  pg_group_options_t options = PG_GROUP_OPTIONS_INIT;
+  options.name = name;
+  return Group(options);
+}
+
+// PyTorch programs keep an nccl and a gloo group side by side: same MASTER_PORT, one store.
+int two_groups(Group& world) {
+  Group second = named_from_env("second");
+  int bad = sum_of_ranks(second, "second group allreduce");
+  bad += sum_of_ranks(world, "world group allreduce");
+  second.destroy();
+  return bad;
+}
+
+// Rank 0 hosts the store; had it closed the store on leaving the first group, the others'
+// next rendezvous (already connected to it) would break.
+int next_group_early(Group& world) {
+  int bad = sum_of_ranks(world, "first world allreduce");
+  if (world.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  world.destroy();
+  Group again = named_from_env("world");
+  bad += sum_of_ranks(again, "next world allreduce");
+  again.destroy();
+  return bad;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "collectives";
   try {
     Group g = Group::from_env();
-    int rc = std::strcmp(mode, "leave-early") == 0 ? leave_early(g) : collectives(g);
+    if (std::strcmp(mode, "next-group-early") == 0) return next_group_early(g) == 0 ? 0 : 1;
+    int rc = std::strcmp(mode, "leave-early") == 0  ? leave_early(g)
+             : std::strcmp(mode, "two-groups") == 0 ? two_groups(g)
+                                                    : collectives(g);
     g.destroy();
     return rc;
   } catch (const procgroup::Error& e) {

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "core/plugin_call.h"
+#include "core/store_registry.h"
 
 namespace procgroup::detail {
 namespace {
@@ -69,14 +70,14 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
   PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
   StoreConfig store_config{config.store_url, config.rank, config.size, config.store_token,
                            config.timeout};
-  auto opened = open_store(store_config);
+  auto opened = open_group_store(store_config, config.name);
   if (!opened.ok())
     return opened.status().with_context(
         fmt::format("creating group '{}' (rank {} of {})", config.name, config.rank, config.size));
-  std::shared_ptr<Store> store = std::move(opened.value());
+  auto [store, group_id] = std::move(opened.value());
   Members members{config.rank, config.size, config.local_rank, config.local_size};
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config};
-  std::shared_ptr<GroupState> group(new GroupState(config.name, members, config.timeout,
+  std::shared_ptr<GroupState> group(new GroupState(group_id, members, config.timeout,
                                                    std::move(plugin), store, true,
                                                    std::move(diagnostics)));
   PG_RETURN_IF_ERROR(group->create_backend_group(config.master_addr, config.device_type));
