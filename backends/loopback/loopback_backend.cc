@@ -2,8 +2,9 @@
 // Every entry goes through guard(), so no C++ exception crosses the C boundary and every
 // error status is preceded by host->set_error on the calling thread.
 //
-// Built twice: "loopback" (every operation native) and, with PG_LOOPBACK_P2P_ONLY,
-// "loopback_p2p" (send and recv only; the core emulates every collective over them).
+// Built twice: "loopback" (every operation native, and group_split) and, with
+// PG_LOOPBACK_P2P_ONLY, "loopback_p2p" (send and recv only; the core emulates every
+// collective over them and makes subgroups with group_create).
 #include <cstddef>
 #include <exception>
 #include <new>
@@ -65,6 +66,19 @@ pg_status_t group_create(const pg_backend_group_config_t* config, pg_backend_gro
     Outcome created = RankGroup::create(config, host, &rank);
     if (created.ok()) *out = reinterpret_cast<pg_backend_group_t>(rank);
     return created;
+  });
+}
+
+pg_status_t group_split(pg_backend_group_t parent, int32_t color, int32_t key,
+                        const pg_backend_group_config_t* config, pg_backend_group_t* out) {
+  if (parent == nullptr) return guard(plugin_host(), [] { return null_argument("parent"); });
+  return guard(as_rank(parent)->host(), [&]() -> Outcome {
+    if (out == nullptr) return null_argument("group_split's out");
+    *out = nullptr;
+    RankGroup* child = nullptr;
+    Outcome made = as_rank(parent)->split(color, key, config, &child);
+    if (made.ok() && child != nullptr) *out = reinterpret_cast<pg_backend_group_t>(child);
+    return made;
   });
 }
 
@@ -154,6 +168,8 @@ constexpr pg_backend_ops_t kOps = {
     collective<PG_OP_BARRIER>(),
     &submit<PG_OP_SEND>,
     &submit<PG_OP_RECV>,
+    // loopback_p2p leaves it out, so its subgroups keep taking the core's group_create path.
+    kP2pOnly ? nullptr : &group_split,
 };
 
 constexpr uint32_t kP2pOps = 1u << PG_OP_SEND | 1u << PG_OP_RECV;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -74,6 +75,7 @@ struct Task {
 
 struct Slot {
   bool joined = false;
+  uint64_t splits = 0;    // group_split calls on this rank
   bool stopping = false;  // the rank is being destroyed: its worker drains and exits
   uint64_t issued = 0;    // collectives issued on this rank
   uint64_t posted = 0;    // see the protocol above
@@ -99,6 +101,35 @@ struct PendingRecv {
   Clock::time_point deadline;
   int64_t timeout_ms = 0;
 };
+
+// ---- group_split (loopback_split.cc) ----------------------------------------------
+
+// One rank's group_split call, as every rank of the parent sees it.
+struct SplitRequest {
+  int32_t color = PG_SPLIT_NO_COLOR;
+  int32_t key = 0;
+  bool has_config = false;
+  int32_t rank = -1;  // the child rank and size the core computed (has_config)
+  int32_t size = 0;
+  std::string group_id;
+  std::string problem;  // what is wrong with this rank's own arguments; "" when nothing
+};
+
+struct SharedGroup;
+
+// The k-th split of a group: every rank's request and the children made from it.
+struct SplitRound {
+  explicit SplitRound(int n) : requests(n) {}
+  std::vector<std::optional<SplitRequest>> requests;
+  int posted = 0;
+  int finished = 0;  // ranks done with the round; the last one removes it
+  std::map<int32_t, std::shared_ptr<SharedGroup>> children;  // by color
+};
+
+// Empty when every rank's request is well formed and each member's child rank and size
+// are its place in (key, parent rank) order among its color; else a message naming the
+// first rank that is not. Every rank computes the same answer.
+std::string check_split(std::span<const SplitRequest> all);
 
 struct SharedGroup {
   SharedGroup(std::string id, int n, uint64_t registry_key)
@@ -127,6 +158,7 @@ struct SharedGroup {
   // Eagerly copied sends not yet received, and recvs posted before their send.
   std::map<P2pKey, std::deque<std::vector<uint8_t>>> messages;
   std::map<P2pKey, std::deque<PendingRecv>> recvs;
+  std::map<uint64_t, SplitRound> splits;  // by split number, until every rank is done
 };
 
 // ---- One rank's handle (the pg_backend_group_t) ---------------------------------
@@ -136,6 +168,11 @@ class RankGroup {
   // Validates config, joins the group (waiting for every rank), starts the worker.
   static Outcome create(const pg_backend_group_config_t* config, const pg_host_services_t* host,
                         RankGroup** out);
+  // group_split: collective over every rank of this group, in the same order everywhere
+  // (procgroup_backend.h). The child is made from this group's state, without the store;
+  // a rank with PG_SPLIT_NO_COLOR takes part and gets no child (*out stays NULL).
+  Outcome split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
+                RankGroup** out);
   ~RankGroup();  // use destroy()
 
   // Drains this rank's queue, joins the worker, fails its unmatched recvs, leaves the group.
@@ -149,6 +186,10 @@ class RankGroup {
  private:
   RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
             const pg_host_services_t* host);
+  // The handle of a rank that has joined `shared`, with its worker started; on failure
+  // the rank leaves again and the group fails.
+  static Outcome launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
+                        const pg_host_services_t* host, RankGroup** out);
   Clock::time_point deadline_for(const pg_backend_op_t& op) const;
   void worker_main();
   void run_task(std::unique_lock<std::mutex>& lock, Task& task);
@@ -173,6 +214,8 @@ class RankGroup {
 // ---- Process-wide state (the plugin's one global), loopback_rendezvous.cc --------
 
 void set_plugin_host(const pg_host_services_t* host);
+// A group config's own checks, for group_create and group_split ("" when fine).
+std::string config_problem(const pg_backend_group_config_t* config, const char* entry);
 const pg_host_services_t* plugin_host();
 
 // "0, 2, 3": for messages naming ranks.

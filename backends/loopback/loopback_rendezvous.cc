@@ -101,31 +101,28 @@ Outcome lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGr
   return {};
 }
 
-Outcome check_config(const pg_backend_group_config_t* c) {
-  if (c == nullptr) return {PG_ERR_INVALID_ARGUMENT, "group_create: NULL config"};
+}  // namespace
+
+std::string config_problem(const pg_backend_group_config_t* c, const char* entry) {
+  const std::string e(entry);
+  if (c == nullptr) return e + ": NULL config";
   if (c->struct_size < sizeof(pg_backend_group_config_t)) {
-    return {PG_ERR_INVALID_ARGUMENT,
-            "group_create: config.struct_size " + std::to_string(c->struct_size) + " is too small"};
+    return e + ": config.struct_size " + std::to_string(c->struct_size) + " is too small";
   }
   if (c->size < 1 || c->rank < 0 || c->rank >= c->size) {
-    return {PG_ERR_INVALID_ARGUMENT, "group_create: rank " + std::to_string(c->rank) +
-                                         " is not within a group of size " +
-                                         std::to_string(c->size)};
+    return e + ": rank " + std::to_string(c->rank) + " is not within a group of size " +
+           std::to_string(c->size);
   }
   if (c->group_id == nullptr || c->timeout_ms <= 0) {
-    return {PG_ERR_INVALID_ARGUMENT, "group_create: group_id is NULL or timeout_ms <= 0"};
+    return e + ": group_id is NULL or timeout_ms <= 0";
   }
   bool store_ok = c->store != nullptr && c->store->set && c->store->get && c->store->free_value &&
                   c->store->remove;
   if (!store_ok && !(c->size == 1 && c->store == nullptr)) {
-    return {PG_ERR_INVALID_ARGUMENT,
-            "group_create: a store with set/get/free_value/remove is "
-            "needed to rendezvous"};
+    return e + ": a store with set/get/free_value/remove is needed to rendezvous";
   }
-  return {};
+  return "";
 }
-
-}  // namespace
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
@@ -144,7 +141,9 @@ const pg_host_services_t* plugin_host() { return plugin_state().host.load(); }
 
 Outcome RankGroup::create(const pg_backend_group_config_t* config_ptr,
                           const pg_host_services_t* host, RankGroup** out) {
-  if (Outcome valid = check_config(config_ptr); !valid.ok()) return valid;
+  if (std::string problem = config_problem(config_ptr, "group_create"); !problem.empty()) {
+    return {PG_ERR_INVALID_ARGUMENT, problem};
+  }
   const pg_backend_group_config_t& config = *config_ptr;
   std::shared_ptr<SharedGroup> shared;
   Outcome found = config.rank == 0 ? publish(config, &shared) : lookup(config, &shared);
@@ -192,14 +191,21 @@ Outcome RankGroup::create(const pg_backend_group_config_t* config_ptr,
     if (config.store != nullptr) config.store->remove(config.store->ctx, kInstanceKey);
   }
   lock.unlock();
-  auto* handle = new RankGroup(shared, rank, config.timeout_ms, host);
+  return launch(std::move(shared), rank, config.timeout_ms, host, out);
+}
+
+Outcome RankGroup::launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
+                          const pg_host_services_t* host, RankGroup** out) {
+  SharedGroup& g = *shared;
+  auto* handle = new RankGroup(std::move(shared), rank, timeout_ms, host);
   try {
     handle->worker_ = std::thread([handle] { handle->worker_main(); });
   } catch (...) {
-    lock.lock();
-    g.fail_locked(PG_ERR_BACKEND, "rank " + std::to_string(rank) + " could not start its worker",
-                  0);
-    lock.unlock();
+    {
+      std::lock_guard lock(g.mu);
+      g.fail_locked(PG_ERR_BACKEND, "rank " + std::to_string(rank) + " could not start its worker",
+                    0);
+    }
     handle->leave();
     delete handle;
     return {PG_ERR_BACKEND, "loopback: could not start a worker thread"};

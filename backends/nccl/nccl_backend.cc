@@ -75,21 +75,20 @@ pg_status_t guarded(const char* entry, Fn&& fn) noexcept {
 
 Status bad(const std::string& message) { return Status::error(PG_ERR_INVALID_ARGUMENT, message); }
 
-Status check_config(const pg_backend_group_config_t* c) {
-  if (c == nullptr) return bad("group_create: config is NULL");
+Status check_config(const pg_backend_group_config_t* c, const std::string& entry) {
+  if (c == nullptr) return bad(entry + ": config is NULL");
   if (!reaches(c, offsetof(pg_backend_group_config_t, master_addr), sizeof(c->master_addr))) {
-    return bad("group_create: config struct_size " + std::to_string(c->struct_size) +
-               " is too small");
+    return bad(entry + ": config struct_size " + std::to_string(c->struct_size) + " is too small");
   }
   if (c->size < 1 || c->rank < 0 || c->rank >= c->size) {
-    return bad("group_create: rank " + std::to_string(c->rank) + " of size " +
-               std::to_string(c->size) + " is invalid");
+    return bad(entry + ": rank " + std::to_string(c->rank) + " of size " + std::to_string(c->size) +
+               " is invalid");
   }
-  if (c->timeout_ms <= 0) return bad("group_create: timeout_ms must be > 0");
+  if (c->timeout_ms <= 0) return bad(entry + ": timeout_ms must be > 0");
   const pg_host_store_t* s = c->store;
   if (s == nullptr || !reaches(s, offsetof(pg_host_store_t, free_value), sizeof(s->free_value)) ||
       s->set == nullptr || s->get == nullptr || s->free_value == nullptr) {
-    return bad("group_create: the store is missing or incomplete");
+    return bad(entry + ": the store is missing or incomplete");
   }
   return {};
 }
@@ -97,9 +96,32 @@ Status check_config(const pg_backend_group_config_t* c) {
 pg_status_t group_create(const pg_backend_group_config_t* config, pg_backend_group_t* out) {
   return guarded("group_create", [&]() -> Status {
     if (out == nullptr) return bad("group_create: out is NULL");
-    PG_NCCL_TRY(check_config(config));
+    PG_NCCL_TRY(check_config(config, "group_create"));
     auto handle = std::make_unique<pg_backend_group_s>();
     PG_NCCL_TRY(Group::create(*config, g_host.load(), &handle->group));
+    *out = handle.release();
+    return {};
+  });
+}
+
+// key is not passed on: the core's child rank (config->rank) already orders by it.
+pg_status_t group_split(pg_backend_group_t parent, int32_t color, int32_t /*key*/,
+                        const pg_backend_group_config_t* config, pg_backend_group_t* out) {
+  return guarded("group_split", [&]() -> Status {
+    if (parent == nullptr || out == nullptr)
+      return bad("group_split: parent and out must not be NULL");
+    *out = nullptr;
+    if (color == PG_SPLIT_NO_COLOR) {
+      if (config != nullptr) return bad("group_split: a config for PG_SPLIT_NO_COLOR");
+    } else {
+      if (color < 0) return bad("group_split: color " + std::to_string(color) + " is negative");
+      PG_NCCL_TRY(check_config(config, "group_split"));
+    }
+    std::unique_ptr<Group> child;
+    PG_NCCL_TRY(parent->group->split(color, config, g_host.load(), &child));
+    if (child == nullptr) return {};
+    auto handle = std::make_unique<pg_backend_group_s>();
+    handle->group = std::move(child);
     *out = handle.release();
     return {};
   });
@@ -183,6 +205,7 @@ const pg_backend_ops_t kOps = {
     &op_entry<PG_OP_BARRIER>,
     &op_entry<PG_OP_SEND>,
     &op_entry<PG_OP_RECV>,
+    &group_split,
 };
 
 }  // namespace

@@ -84,23 +84,34 @@ Status Comm::enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn,
   return st;
 }
 
-Status Comm::settle(ncclResult_t result, const std::string& what, Clock::time_point deadline) {
+Status await_nccl(ncclComm_t comm, ncclResult_t result, const std::string& what,
+                  Clock::time_point deadline,
+                  const std::function<std::optional<Status>()>& interrupt,
+                  const std::function<Status()>& timed_out) {
   Backoff backoff;
   while (result == ncclInProgress) {
-    if (abort_requested_.load()) {
-      return Status::error(PG_ERR_ABORTED, what + ": the communicator is being aborted");
-    }
-    if (Clock::now() > deadline) {
-      return Status::error(PG_ERR_TIMEOUT, what + ": NCCL was still in progress after " +
-                                               std::to_string(timeout_ms_) + " ms");
-    }
+    if (std::optional<Status> stop = interrupt()) return *stop;
+    if (Clock::now() > deadline) return timed_out();
     backoff.pause();
     ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
     result = r != ncclSuccess ? r : state;
   }
   if (result == ncclSuccess) return {};
-  return Status::error(nccl_code(result), what + ": " + nccl_error_text(result, comm_));
+  return Status::error(nccl_code(result), what + ": " + nccl_error_text(result, comm));
+}
+
+Status Comm::settle(ncclResult_t result, const std::string& what, Clock::time_point deadline) {
+  return await_nccl(
+      comm_, result, what, deadline,
+      [&]() -> std::optional<Status> {
+        if (!abort_requested_.load()) return std::nullopt;
+        return Status::error(PG_ERR_ABORTED, what + ": the communicator is being aborted");
+      },
+      [&] {
+        return Status::error(PG_ERR_TIMEOUT, what + ": NCCL was still in progress after " +
+                                                 std::to_string(timeout_ms_) + " ms");
+      });
 }
 
 bool Comm::fail(const Status& cause) {
@@ -141,6 +152,11 @@ std::optional<Status> Comm::check_async(const std::string& label) {
   }
   if (fail(error)) return error;
   return std::nullopt;
+}
+
+void Comm::keep_until_gone(std::shared_ptr<const void> state) {
+  std::lock_guard lock(mu_);
+  kept_.push_back(std::move(state));
 }
 
 void Comm::defer_p2p(std::shared_ptr<Work> work) {

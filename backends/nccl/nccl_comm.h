@@ -79,6 +79,10 @@ class Comm {
   // drain, then finalizes and destroys the communicator (aborts it on any failure).
   Status shutdown();
 
+  // Keeps memory a non-blocking NCCL call on this communicator may still write to (a failed
+  // split's output) until this object is destroyed, after the communicator.
+  void keep_until_gone(std::shared_ptr<const void> state);
+
  private:
   const int rank_, size_, device_;
   const int64_t timeout_ms_;
@@ -95,10 +99,20 @@ class Comm {
   void track_locked(const std::shared_ptr<Work>& work);
   void settle_inflight_locked();
   std::atomic<bool> abort_requested_{false};
+  std::vector<std::shared_ptr<const void>> kept_;  // under mu_
 
   mutable std::mutex state_mu_;  // failure_
   std::optional<Status> failure_;
 };
+
+// The one wait for a non-blocking NCCL call (init, split, an operation): polls
+// ncclCommGetAsyncError on comm while the result is ncclInProgress, backing off from spinning
+// to sleeping, until NCCL settles, interrupt() has a status (an abort, a rank that gave up)
+// or the deadline passes (then timed_out()'s status). NCCL's own errors name `what`.
+Status await_nccl(ncclComm_t comm, ncclResult_t result, const std::string& what,
+                  Clock::time_point deadline,
+                  const std::function<std::optional<Status>()>& interrupt,
+                  const std::function<Status()>& timed_out);
 
 // Backs off from spinning to sleeping while polling CUDA or NCCL state.
 class Backoff {

@@ -49,6 +49,14 @@ Status Group::create(const pg_backend_group_config_t& config, const pg_host_serv
   return {};
 }
 
+Status Group::split(int32_t color, const pg_backend_group_config_t* config,
+                    const pg_host_services_t* host, std::unique_ptr<Group>* out) {
+  std::shared_ptr<Comm> comm;
+  PG_NCCL_TRY(split_communicator(*comm_, color, config, host, &comm));
+  if (comm != nullptr) out->reset(new Group(std::move(comm)));
+  return {};
+}
+
 Group::~Group() {
   if (!destroyed_) (void)destroy();
 }

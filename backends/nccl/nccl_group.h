@@ -24,11 +24,19 @@ namespace procgroup::nccl_backend {
 // config.timeout_ms. No CUDA device: PG_ERR_UNSUPPORTED "no CUDA device: ...".
 Status create_communicator(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                            std::shared_ptr<Comm>* out);
+// group_split with ncclCommSplit (nccl_split.cc), collective over every rank of parent:
+// config NULL is PG_SPLIT_NO_COLOR (NCCL_SPLIT_NOCOLOR, *out stays empty). The child is on
+// the parent's device with its own stream; NCCL's key is config->rank, the core's order.
+Status split_communicator(Comm& parent, int32_t color, const pg_backend_group_config_t* config,
+                          const pg_host_services_t* host, std::shared_ptr<Comm>* out);
 
 class Group {
  public:
   static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                        std::unique_ptr<Group>* out);
+  // A child of this group (see split_communicator); *out stays empty for PG_SPLIT_NO_COLOR.
+  Status split(int32_t color, const pg_backend_group_config_t* config,
+               const pg_host_services_t* host, std::unique_ptr<Group>* out);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;

@@ -115,29 +115,21 @@ std::string missing_ranks(const pg_backend_group_config_t& c) {
 // Polls a non-blocking init until it is done, a rank gives up, or the deadline passes.
 Status finish_init(const pg_backend_group_config_t& c, ncclComm_t comm, ncclResult_t r,
                    Clock::time_point deadline) {
-  Backoff backoff;
   Clock::time_point next_store_look = Clock::now() + kFailedPollInterval;
-  while (r == ncclInProgress) {
-    if (Clock::now() > deadline) {
-      return Status::error(PG_ERR_TIMEOUT,
-                           "group_create: ncclCommInitRankConfig did not finish "
-                           "within " +
-                               std::to_string(c.timeout_ms) + " ms (" + missing_ranks(c) + ")");
-    }
-    if (Clock::now() > next_store_look) {
-      std::string failed;
-      if (get_key(c.store, kFailedKey, 0, &failed))
+  return await_nccl(
+      comm, r, "group_create: ncclCommInitRankConfig", deadline,
+      [&]() -> std::optional<Status> {
+        if (Clock::now() <= next_store_look) return std::nullopt;
+        next_store_look = Clock::now() + kFailedPollInterval;
+        std::string failed;
+        if (!get_key(c.store, kFailedKey, 0, &failed)) return std::nullopt;
         return Status::error(PG_ERR_BACKEND, "group_create: " + failed);
-      next_store_look = Clock::now() + kFailedPollInterval;
-    }
-    backoff.pause();
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
-    r = q != ncclSuccess ? q : state;
-  }
-  if (r == ncclSuccess) return {};
-  return Status::error(nccl_code(r),
-                       "group_create: ncclCommInitRankConfig: " + nccl_error_text(r, comm));
+      },
+      [&] {
+        return Status::error(PG_ERR_TIMEOUT,
+                             "group_create: ncclCommInitRankConfig did not finish within " +
+                                 std::to_string(c.timeout_ms) + " ms (" + missing_ranks(c) + ")");
+      });
 }
 
 }  // namespace

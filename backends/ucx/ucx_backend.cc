@@ -184,6 +184,7 @@ const pg_backend_ops_t kOps = {
     &op_entry<PG_OP_BARRIER>,
     &op_entry<PG_OP_SEND>,
     &op_entry<PG_OP_RECV>,
+    nullptr,  // group_split: the core makes subgroups with group_create
 };
 
 const char* description() {

@@ -43,10 +43,13 @@ int abi_c_backend_alone(void) {
                                 NULL,
                                 NULL,
                                 c_send,
-                                c_send};
+                                c_send,
+                                NULL};
   pg_backend_negotiate_fn negotiate = NULL;
   CHECK(ops.struct_size >= PG_BACKEND_OPS_V1_SIZE);
+  CHECK(ops.struct_size >= PG_BACKEND_OPS_SPLIT_SIZE && ops.group_split == NULL);
   CHECK(ops.send == c_send && ops.recv == c_send);
+  CHECK(PG_SPLIT_NO_COLOR == -1);
   CHECK(negotiate == NULL);
   CHECK(strcmp(PG_BACKEND_NEGOTIATE_SYMBOL, "pg_backend_negotiate") == 0);
   CHECK(PG_BACKEND_RESERVED_TAG_BASE == ((uint64_t)1 << 62));

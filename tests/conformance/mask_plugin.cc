@@ -10,8 +10,10 @@
 // anywhere.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "procgroup/procgroup_backend.h"
@@ -92,8 +94,9 @@ pg_status_t device_only_op(pg_backend_group_t group, const pg_backend_op_t* op,
 
 const pg_backend_ops_t* device_only_table(const pg_backend_ops_t* inner) {
   static const pg_backend_ops_t table = [inner] {
-    g_inner_table = *inner;
-    pg_backend_ops_t t = *inner;
+    // Only what the inner table's struct_size covers: a version-1 table ends at recv.
+    std::memcpy(&g_inner_table, inner, std::min<size_t>(inner->struct_size, sizeof(g_inner_table)));
+    pg_backend_ops_t t = g_inner_table;
     for (int32_t op = PG_OP_ALLREDUCE; op <= PG_OP_RECV; ++op)
       if (*entry(t, op) != nullptr) *entry(t, op) = device_only_op;
     return t;

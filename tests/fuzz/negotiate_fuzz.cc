@@ -67,6 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (b.version < lo || b.version > hi) fail("version outside the range");
   if (!is_valid_backend_name(b.name)) fail("invalid name accepted");
   if (b.ops == nullptr || b.ops->struct_size < PG_BACKEND_OPS_V1_SIZE) fail("table too small");
+  if (b.ops->struct_size < PG_BACKEND_OPS_SPLIT_SIZE && b.group_split != nullptr)
+    fail("group_split taken from a table too short to hold it");
   if ((b.native_ops & ~kKnownOpsMask) || (b.native_dtypes & ~kKnownDtypesMask) ||
       (b.native_reduce_ops & ~kKnownReduceOpsMask) || (b.devices & ~kKnownDevicesMask)) {
     fail("unknown capability bits kept");

@@ -155,6 +155,7 @@ const pg_backend_ops_t kOps = {
     .barrier = MOCK_COLLECTIVE,
     .send = point_to_point,
     .recv = point_to_point,
+    .group_split = nullptr,  // optional: subgroups come from group_create
 };
 
 #if defined(MOCK_VERSION_TOO_NEW)

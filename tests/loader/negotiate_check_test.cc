@@ -21,6 +21,10 @@ pg_status_t fake_group(pg_backend_group_t) { return PG_OK; }
 pg_status_t fake_test(pg_backend_work_t) { return PG_OK; }
 pg_status_t fake_wait(pg_backend_work_t, int64_t) { return PG_OK; }
 void fake_release(pg_backend_work_t) {}
+pg_status_t fake_split(pg_backend_group_t, int32_t, int32_t, const pg_backend_group_config_t*,
+                       pg_backend_group_t*) {
+  return PG_OK;
+}
 
 constexpr pg_backend_op_fn pg_backend_ops_t::*kAllOps[] = {&pg_backend_ops_t::allreduce,
                                                            &pg_backend_ops_t::broadcast,
@@ -119,6 +123,28 @@ TEST_F(LoaderNegotiateCheck, TableShorterThanVersionOneIsAbiMismatch) {
   EXPECT_TRUE(check().ok());
   ops_.struct_size = PG_BACKEND_OPS_V1_SIZE + 64;  // a newer, longer table is fine
   EXPECT_TRUE(check().ok());
+}
+
+TEST_F(LoaderNegotiateCheck, SplitEntryIsTakenOnlyFromATableThatHoldsIt) {
+  ops_.group_split = fake_split;
+  // Version 1's first tables end at recv: whatever lies beyond is not theirs to read.
+  for (uint32_t size :
+       {uint32_t{PG_BACKEND_OPS_V1_SIZE}, uint32_t{PG_BACKEND_OPS_SPLIT_SIZE - 1}}) {
+    ops_.struct_size = size;
+    Result<NegotiatedBackend> r = check();
+    ASSERT_TRUE(r.ok()) << size << ": " << r.status().to_string();
+    EXPECT_EQ(r->group_split, nullptr) << size;
+  }
+  for (uint32_t size : {uint32_t{PG_BACKEND_OPS_SPLIT_SIZE}, uint32_t{sizeof(ops_)}}) {
+    ops_.struct_size = size;
+    Result<NegotiatedBackend> r = check();
+    ASSERT_TRUE(r.ok()) << size << ": " << r.status().to_string();
+    EXPECT_EQ(r->group_split, &fake_split) << size;
+  }
+  ops_.group_split = nullptr;  // optional: a full table without it is complete too
+  Result<NegotiatedBackend> r = check();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->group_split, nullptr);
 }
 
 TEST_F(LoaderNegotiateCheck, EachRequiredEntryIsChecked) {

@@ -211,6 +211,18 @@ typedef struct pg_backend_op {
 typedef pg_status_t (*pg_backend_op_fn)(pg_backend_group_t group, const pg_backend_op_t* op,
                                         pg_backend_work_t* work);
 
+/* pg_group_split done by the backend (ncclCommSplit, say); without this entry the core
+ * makes each subgroup with group_create. Collective over every rank of parent, called in
+ * the same order everywhere, and by every rank: one with color PG_SPLIT_NO_COLOR too
+ * (config NULL, *out must stay NULL), since ncclCommSplit needs every parent rank. For a
+ * member, config is exactly what group_create would get for the child: its own store scope
+ * and group_id, rank and size in (key, parent rank) order, the group timeout, the device
+ * hint. The plugin may derive the child from parent or rendezvous through config->store;
+ * either way it gives up after config->timeout_ms. */
+typedef pg_status_t (*pg_backend_split_fn)(pg_backend_group_t parent, int32_t color, int32_t key,
+                                           const pg_backend_group_config_t* config,
+                                           pg_backend_group_t* out);
+
 typedef struct pg_backend_ops {
   uint32_t struct_size;
   uint32_t reserved0;
@@ -236,10 +248,21 @@ typedef struct pg_backend_ops {
   pg_backend_op_fn barrier;
   pg_backend_op_fn send;
   pg_backend_op_fn recv;
+  /* Optional, appended to version 1 (see pg_backend_split_fn): absent from a table shorter
+   * than PG_BACKEND_OPS_SPLIT_SIZE, or NULL. */
+  pg_backend_split_fn group_split;
 } pg_backend_ops_t;
 
 /* Every table must reach at least this far (through recv) for interface version 1. */
 #define PG_BACKEND_OPS_V1_SIZE (offsetof(pg_backend_ops_t, recv) + sizeof(pg_backend_op_fn))
+/* A table at least this large has the group_split entry (which may still be NULL). */
+#define PG_BACKEND_OPS_SPLIT_SIZE \
+  (offsetof(pg_backend_ops_t, group_split) + sizeof(pg_backend_split_fn))
+
+/* pg_group_split's "join no subgroup" color, as in procgroup.h. */
+#ifndef PG_SPLIT_NO_COLOR
+#define PG_SPLIT_NO_COLOR (-1)
+#endif
 
 typedef struct pg_backend_negotiate_in {
   uint32_t struct_size;

@@ -43,8 +43,8 @@ void prune_if_grown(std::vector<std::weak_ptr<T>>& list) {
 }  // namespace
 
 GroupState::GroupState(std::string id, Members members, Millis timeout, PluginRef plugin,
-                       std::shared_ptr<Store> root_store, bool owns_store,
-                       Diagnostics diagnostics)
+                       std::shared_ptr<Store> root_store, bool owns_store, Diagnostics diagnostics,
+                       BackendHints hints)
     : id_(std::move(id)),
       members_(members),
       timeout_(timeout),
@@ -52,7 +52,8 @@ GroupState::GroupState(std::string id, Members members, Millis timeout, PluginRe
       root_store_(std::move(root_store)),
       owns_store_(owns_store),
       runner_(id_),
-      diagnostics_(std::move(diagnostics)) {}
+      diagnostics_(std::move(diagnostics)),
+      hints_(std::move(hints)) {}
 
 GroupState::~GroupState() {
   // destroy() is the normal path; this covers a failed creation or a leaked handle.
@@ -77,16 +78,16 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
   auto [store, group_id] = std::move(opened.value());
   Members members{config.rank, config.size, config.local_rank, config.local_size};
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config};
-  std::shared_ptr<GroupState> group(new GroupState(group_id, members, config.timeout,
-                                                   std::move(plugin), store, true,
-                                                   std::move(diagnostics)));
-  PG_RETURN_IF_ERROR(group->create_backend_group(config.master_addr, config.device_type));
+  std::shared_ptr<GroupState> group(
+      new GroupState(group_id, members, config.timeout, std::move(plugin), store, true,
+                     std::move(diagnostics), BackendHints{config.master_addr, config.device_type}));
+  PG_RETURN_IF_ERROR(group->create_backend_group());
   log(kLogInfo, "core", "group '{}' rank {}/{} on backend '{}' (ranks from {})", config.name,
       config.rank, config.size, group->plugin().name, config.launcher);
   return group;
 }
 
-Status GroupState::create_backend_group(const std::string& master_addr, int device_type) {
+Status GroupState::create_backend_group(const SplitFrom* from) {
   host_store_ = std::make_unique<HostStore>(
       make_prefix_store(root_store_, fmt::format("pg/{}/backend/", id_)), timeout_);
   pg_backend_group_config_t config{};
@@ -95,24 +96,28 @@ Status GroupState::create_backend_group(const std::string& master_addr, int devi
   config.size = members_.size;
   config.local_rank = members_.local_rank;
   config.local_size = members_.local_size;
-  config.device_type = device_type;
+  config.device_type = hints_.device_type;
   config.timeout_ms = timeout_.count();
   config.store = host_store_->c_store();
   config.group_id = id_.c_str();
-  config.master_addr = master_addr.c_str();
-  Status status = call_plugin(plugin_->name, "group_create",
-                              [&] { return plugin_->ops->group_create(&config, &backend_group_); });
+  config.master_addr = hints_.master_addr.c_str();
+  const char* entry = from != nullptr ? "group_split" : "group_create";
+  Status status = call_plugin(plugin_->name, entry, [&] {
+    return from != nullptr ? plugin_->group_split(from->parent, from->color, from->key, &config,
+                                                  &backend_group_)
+                           : plugin_->ops->group_create(&config, &backend_group_);
+  });
   if (status.ok() && backend_group_ == nullptr)
-    status =
-        make_error(PG_ERR_BACKEND, "backend '{}' group_create returned no group", plugin_->name);
+    status = make_error(PG_ERR_BACKEND, "backend '{}' {} returned no group", plugin_->name, entry);
   if (status.code() == PG_ERR_STORE || status.code() == PG_ERR_AUTH) {
     // The plugin's words say which key it wanted; the store's say where and why.
     std::string store_said = host_store_->last_failure();
     if (!store_said.empty() && status.message().find(store_said) == std::string::npos)
       status = Status(status.code(), fmt::format("{} (the store: {})", status.message(), store_said));
   }
-  return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'", id_,
-                                         members_.rank, members_.size, plugin_->name));
+  return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'{}",
+                                         id_, members_.rank, members_.size, plugin_->name,
+                                         from != nullptr ? " with group_split" : ""));
 }
 
 Status GroupState::check_not_failed() {

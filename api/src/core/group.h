@@ -33,6 +33,12 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
     int local_size = 1;
   };
 
+  // What the backend is told about the job besides the members; subgroups inherit it.
+  struct BackendHints {
+    std::string master_addr;  // for the backend's choice of interface
+    int device_type = -1;     // the user's hint; -1 none
+  };
+
   // Debugging aids, shared by a world group and its subgroups.
   struct Diagnostics {
     bool debug_detail = false;  // PROCGROUP_DEBUG=detail
@@ -97,9 +103,21 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   Status destroy();
 
  private:
+  // A member's side of a split the backend makes itself (Plugin::group_split).
+  struct SplitFrom {
+    pg_backend_group_t parent;
+    int color;
+    int key;
+  };
+
   GroupState(std::string id, Members members, Millis timeout, PluginRef plugin,
-             std::shared_ptr<Store> root_store, bool owns_store, Diagnostics diagnostics);
-  Status create_backend_group(const std::string& master_addr, int device_type);
+             std::shared_ptr<Store> root_store, bool owns_store, Diagnostics diagnostics,
+             BackendHints hints);
+  // The backend group, from group_create, or from the parent's group through the plugin's
+  // group_split when `from` is given: the same config either way (procgroup_backend.h).
+  Status create_backend_group(const SplitFrom* from = nullptr);
+  // A PG_SPLIT_NO_COLOR rank's part in a split the backend makes itself (split.cc).
+  Status split_without_color(int key);
 
   const std::string id_;
   const Members members_;
@@ -111,6 +129,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   pg_backend_group_t backend_group_ = nullptr;
   FallbackRunner runner_;
   const Diagnostics diagnostics_;
+  const BackendHints hints_;
   FlightRecorder recorder_{64};
   std::atomic<bool> hang_reported_{false};
   std::atomic<bool> saw_mismatch_{false};  // an operation failed with PG_ERR_MISMATCH

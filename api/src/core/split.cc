@@ -1,12 +1,14 @@
 // pg_group_split: ranks exchange (color, key) over the parent (through the store when the
-// backend takes no CPU buffers), each color becomes a
-// group ordered by (key, parent rank), and the backend creates it through the same store
-// under a group id every member derives identically.
+// backend takes no CPU buffers), and each color becomes a group ordered by (key, parent
+// rank) under a group id every member derives identically. The backend makes it with its
+// group_split entry when it has one (every parent rank calls it, PG_SPLIT_NO_COLOR ones
+// included), else with group_create through the same store.
 #include <algorithm>
 #include <span>
 
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/plugin_call.h"
 
 namespace procgroup::detail {
 
@@ -39,7 +41,11 @@ Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
                         Deadline::after(timeout_))
             .with_context("pg_group_split: exchanging colors"));
   }
-  if (color == PG_SPLIT_NO_COLOR) return std::shared_ptr<GroupState>();
+  const bool by_backend = plugin_->group_split != nullptr;
+  if (color == PG_SPLIT_NO_COLOR) {
+    if (by_backend) PG_RETURN_IF_ERROR(split_without_color(key));
+    return std::shared_ptr<GroupState>();
+  }
 
   std::vector<std::pair<int32_t, int>> members;  // (key, parent rank)
   for (int r = 0; r < size(); ++r)
@@ -53,9 +59,28 @@ Result<std::shared_ptr<GroupState>> GroupState::split(int color, int key) {
   // The device a rank uses stays its node-local one, so local rank/size carry over.
   std::string child_id = fmt::format("{}/split{}.{}", id_, split_index, color);
   std::shared_ptr<GroupState> group(
-      new GroupState(child_id, child, timeout_, plugin_, root_store_, false, diagnostics_));
-  PG_RETURN_IF_ERROR(group->create_backend_group("", -1));
+      new GroupState(child_id, child, timeout_, plugin_, root_store_, false, diagnostics_, hints_));
+  const SplitFrom from{backend_group_, color, key};
+  PG_RETURN_IF_ERROR(group->create_backend_group(by_backend ? &from : nullptr));
   return group;
+}
+
+Status GroupState::split_without_color(int key) {
+  pg_backend_group_t none = nullptr;
+  Status status = call_plugin(plugin_->name, "group_split", [&] {
+    return plugin_->group_split(backend_group_, PG_SPLIT_NO_COLOR, key, nullptr, &none);
+  });
+  if (status.ok() && none != nullptr) {
+    Status ignored = call_plugin(plugin_->name, "group_destroy",
+                                 [&] { return plugin_->ops->group_destroy(none); });
+    (void)ignored;
+    status = make_error(PG_ERR_BACKEND,
+                        "backend '{}' group_split returned a group for PG_SPLIT_NO_COLOR",
+                        plugin_->name);
+  }
+  return status.with_context(
+      fmt::format("splitting group '{}' (rank {} of {}, PG_SPLIT_NO_COLOR) on backend '{}'", id_,
+                  members_.rank, members_.size, plugin_->name));
 }
 
 }  // namespace procgroup::detail

@@ -136,6 +136,7 @@ Result<PluginRef> load_file(const std::string& candidate, const pg_host_services
   owned->native_reduce_ops = negotiated.native_reduce_ops;
   owned->devices = negotiated.devices;
   owned->ops = negotiated.ops;
+  owned->group_split = negotiated.group_split;
   owned->handle = library.release();
   // If the control block cannot be allocated, shared_ptr runs the deleter itself, so the
   // handle is closed exactly once on every path.

@@ -32,6 +32,8 @@ struct Plugin {
   uint32_t native_reduce_ops = 0;
   uint32_t devices = 0;
   const pg_backend_ops_t* ops = nullptr;
+  // The optional split entry, NULL when the table is too short for it (never read from ops).
+  pg_backend_split_fn group_split = nullptr;
   void* handle = nullptr;  // dlopen handle, owned by the registry
 };
 using PluginRef = std::shared_ptr<const Plugin>;

@@ -124,6 +124,7 @@ Result<NegotiatedBackend> check_negotiation(const pg_backend_negotiate_out_t& ou
     result.description.assign(out.description, strnlen(out.description, kMaxDescriptionLength));
   }
   result.ops = out.ops;
+  if (ops.struct_size >= PG_BACKEND_OPS_SPLIT_SIZE) result.group_split = ops.group_split;
 
   uint32_t present_ops = 0;
   for (const NamedEntry& e : kOpEntries) {

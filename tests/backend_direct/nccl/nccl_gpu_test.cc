@@ -1,8 +1,8 @@
 // The nccl backend on real CUDA devices through libprocgroup (label gpu): every op x dtype
 // x reduce op (avg included) at world size 1 and, with two or more devices, on
 // min(devices, 4) ranks as threads; stream ordering; host memory refused; timeout and
-// abort; send/recv; barrier and subgroups. Without a device every test skips with
-// "no CUDA device: <CUDA's error>".
+// abort; send/recv; barrier and subgroups (ncclCommSplit). Without a device every test
+// skips with "no CUDA device: <CUDA's error>".
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -262,6 +262,60 @@ TEST_F(NcclGpu, SubgroupBySplit) {
   EXPECT_EQ(run_case(child, PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, 0, 0, 1, 7), "");
   EXPECT_EQ(pg_group_destroy(child), PG_OK);
   EXPECT_EQ(pg_group_destroy(groups[0]), PG_OK);
+}
+
+// An f32 allreduce (sum) of rank + 1 on group g, on this rank's device: "" when it gave
+// the sum of member + 1 over `members` (world ranks).
+std::string sum_of_members(pg_group_t g, int rank, const std::vector<int>& members) {
+  DeviceBuffer b(PG_DTYPE_F32, 7, rank);
+  b.upload(std::vector<double>(7, rank + 1.0));
+  const pg_buffer_t bb = b.buffer();
+  if (pg_allreduce(g, nullptr, &bb, nullptr, nullptr) != PG_OK) return pg_last_error();
+  double want = 0;
+  for (int m : members) want += m + 1.0;
+  const std::vector<double> got = b.download();
+  return got.front() == want && got.back() == want
+             ? ""
+             : "allreduce gave " + std::to_string(got.front());
+}
+
+// pg_group_split through group_split (ncclCommSplit): every rank of the parent takes part,
+// the last one with PG_SPLIT_NO_COLOR when there are three or more; key -rank reverses the
+// order within a color; each child sums its own members only, splits again, and the
+// parent still works afterwards.
+TEST_F(NcclGpu, SplitUsesNcclCommSplitOverTheParent) {
+  const int size = std::min(devices_, 4);
+  auto groups = make_groups(size, dir_.str());
+  ASSERT_EQ(groups.size(), static_cast<size_t>(size));
+  auto opts_out = [&](int r) { return size >= 3 && r == size - 1; };
+  on_ranks(size, [&](int rank) {
+    pg_group_t child = nullptr;
+    const int32_t color = opts_out(rank) ? PG_SPLIT_NO_COLOR : rank % 2;
+    ASSERT_EQ(pg_group_split(groups[rank], color, -rank, &child), PG_OK) << pg_last_error();
+    if (opts_out(rank)) {
+      EXPECT_EQ(child, nullptr);
+    } else {
+      ASSERT_NE(child, nullptr);
+      std::vector<int> members;  // in child order: descending world rank
+      for (int r = size - 1; r >= 0; --r)
+        if (!opts_out(r) && r % 2 == color) members.push_back(r);
+      int32_t sub_rank = -1, sub_size = -1;
+      pg_group_rank(child, &sub_rank);
+      pg_group_size(child, &sub_size);
+      EXPECT_EQ(sub_size, static_cast<int32_t>(members.size()));
+      EXPECT_EQ(members.at(static_cast<size_t>(sub_rank)), rank);
+      EXPECT_EQ(sum_of_members(child, rank, members), "");
+      pg_group_t nested = nullptr;
+      ASSERT_EQ(pg_group_split(child, 0, 0, &nested), PG_OK) << pg_last_error();
+      EXPECT_EQ(sum_of_members(nested, rank, members), "");
+      EXPECT_EQ(pg_group_destroy(nested), PG_OK) << pg_last_error();
+      EXPECT_EQ(pg_group_destroy(child), PG_OK) << pg_last_error();
+    }
+    std::vector<int> everyone(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) everyone[r] = r;
+    EXPECT_EQ(sum_of_members(groups[rank], rank, everyone), "") << "the parent after the split";
+  });
+  for (pg_group_t g : groups) EXPECT_EQ(pg_group_destroy(g), PG_OK);
 }
 
 }  // namespace

@@ -51,6 +51,9 @@ TEST(NcclInterface, NegotiatesCudaOnlyWithEveryOpNative) {
   EXPECT_NE(ops.work_release, nullptr);
   for (int op = 0; op < PG_OP_COUNT_; ++op)
     EXPECT_NE(direct::entry(ops, static_cast<pg_op_t>(op)), nullptr) << "op " << op;
+  // Subgroups come from ncclCommSplit, through the optional entry.
+  EXPECT_GE(ops.struct_size, PG_BACKEND_OPS_SPLIT_SIZE);
+  EXPECT_NE(ops.group_split, nullptr);
 }
 
 TEST(NcclInterface, RefusesInterfaceVersionsItDoesNotSpeak) {
@@ -158,6 +161,36 @@ TEST(NcclInterface, NullArgumentsAreInvalid) {
   EXPECT_EQ(ops.allreduce(untouchable_group(), &o, &w), PG_ERR_INVALID_ARGUMENT);
   EXPECT_NE(direct::take_error().find("the op field says broadcast"), std::string::npos);
   EXPECT_EQ(w, nullptr);
+}
+
+// group_split refuses what the core never passes, before the parent is touched.
+TEST(NcclInterface, SplitRefusesBadArgumentsBeforeTheParentIsUsed) {
+  const pg_backend_ops_t& ops = plugin().ops();
+  ASSERT_NE(ops.group_split, nullptr);
+  pg_backend_group_config_t config{};
+  config.struct_size = sizeof(config);
+  config.size = 2;
+  config.timeout_ms = 1000;
+  pg_backend_group_t child = nullptr;
+  const struct {
+    pg_backend_group_t parent;
+    int32_t color;
+    const pg_backend_group_config_t* config;
+    const char* says;
+  } cases[] = {
+      {nullptr, 0, &config, "must not be NULL"},
+      {untouchable_group(), PG_SPLIT_NO_COLOR, &config, "a config for PG_SPLIT_NO_COLOR"},
+      {untouchable_group(), -5, &config, "color -5 is negative"},
+      {untouchable_group(), 0, nullptr, "group_split: config is NULL"},
+      {untouchable_group(), 0, &config, "group_split: the store is missing"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(ops.group_split(c.parent, c.color, 0, c.config, &child), PG_ERR_INVALID_ARGUMENT)
+        << c.says;
+    EXPECT_NE(direct::take_error().find(c.says), std::string::npos) << c.says;
+    EXPECT_EQ(child, nullptr);
+  }
+  EXPECT_EQ(ops.group_split(untouchable_group(), 0, 0, &config, nullptr), PG_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -222,7 +223,10 @@ extern "C" PG_BACKEND_EXPORT pg_status_t pg_backend_negotiate(const pg_backend_n
   inner.struct_size = sizeof inner;
   if (pg_status_t s = negotiate(in, &inner); s != PG_OK) return s;
   g_inner = inner.ops;
-  g_ops = *g_inner;
+  // Only what the inner table holds: a shorter (older) one has no group_split.
+  g_ops = pg_backend_ops_t{};
+  std::memcpy(&g_ops, g_inner, std::min<size_t>(g_inner->struct_size, sizeof g_ops));
+  g_ops.struct_size = sizeof g_ops;
   g_ops.work_test = &work_test;
   g_ops.work_wait = &work_wait;
   g_ops.work_release = &work_release;
