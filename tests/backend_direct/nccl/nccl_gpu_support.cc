@@ -11,22 +11,6 @@
 
 namespace procgroup::nccl_test {
 
-size_t dtype_size(pg_dtype_t dtype) {
-  switch (dtype) {
-    case PG_DTYPE_F64:
-    case PG_DTYPE_I64: return 8;
-    case PG_DTYPE_F32:
-    case PG_DTYPE_I32: return 4;
-    case PG_DTYPE_F16:
-    case PG_DTYPE_BF16: return 2;
-    default: return 1;
-  }
-}
-
-bool is_float(pg_dtype_t d) {
-  return d == PG_DTYPE_F32 || d == PG_DTYPE_F64 || d == PG_DTYPE_F16 || d == PG_DTYPE_BF16;
-}
-
 template <class T>
 void put(uint8_t* at, T v) {
   std::memcpy(at, &v, sizeof(T));
@@ -161,12 +145,12 @@ Expected expected(pg_op_t op, pg_dtype_t dtype, pg_reduce_op_t redop, int root, 
         default: acc += v; break;
       }
     }
-    if (redop == PG_REDUCE_AVG) acc = is_float(dtype) ? acc / size : std::trunc(acc / size);
+    if (redop == PG_REDUCE_AVG) acc = dtype_is_floating(dtype) ? acc / size : std::trunc(acc / size);
     return acc;
   };
   Expected e;
   // NCCL's avg multiplies by 1/size first: inexact only for sizes that are not powers of 2.
-  if (redop == PG_REDUCE_AVG && is_float(dtype) && (size & (size - 1)) != 0) e.tolerance = 0.02;
+  if (redop == PG_REDUCE_AVG && dtype_is_floating(dtype) && (size & (size - 1)) != 0) e.tolerance = 0.02;
   const uint64_t world = static_cast<uint64_t>(size);
   switch (op) {
     case PG_OP_ALLREDUCE:

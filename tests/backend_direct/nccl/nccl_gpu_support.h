@@ -15,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "procgroup/procgroup.h"
 
 namespace procgroup::nccl_test {
 
-size_t dtype_size(pg_dtype_t dtype);
-bool is_float(pg_dtype_t dtype);
+// The core's own element sizes and kinds (pg_common).
+using detail::dtype_is_floating;
+using detail::dtype_size;
 
 // Host bytes of values in dtype, and back (f16/bf16 through CUDA's host converters).
 std::vector<uint8_t> encode(pg_dtype_t dtype, const std::vector<double>& values);
