@@ -70,6 +70,19 @@ static_assert(offsetof(pg_host_services_t, set_error) == 24, "pg_host_services_t
 static_assert(offsetof(pg_host_services_t, reduce) == 32, "pg_host_services_t.reduce");
 static_assert(offsetof(pg_host_services_t, scale_down) == 40, "pg_host_services_t.scale_down");
 
+/* pg_store_t (appended in ABI 1.0's lifetime: a new type and entry point, nothing moved) */
+static_assert(sizeof(pg_store_t) == 72, "pg_store_t size");
+static_assert(offsetof(pg_store_t, struct_size) == 0, "pg_store_t.struct_size");
+static_assert(offsetof(pg_store_t, reserved0) == 4, "pg_store_t.reserved0");
+static_assert(offsetof(pg_store_t, ctx) == 8, "pg_store_t.ctx");
+static_assert(offsetof(pg_store_t, set) == 16, "pg_store_t.set");
+static_assert(offsetof(pg_store_t, get) == 24, "pg_store_t.get");
+static_assert(offsetof(pg_store_t, free_value) == 32, "pg_store_t.free_value");
+static_assert(offsetof(pg_store_t, add) == 40, "pg_store_t.add");
+static_assert(offsetof(pg_store_t, check) == 48, "pg_store_t.check");
+static_assert(offsetof(pg_store_t, remove) == 56, "pg_store_t.remove");
+static_assert(offsetof(pg_store_t, error_message) == 64, "pg_store_t.error_message");
+
 /* pg_host_store_t */
 static_assert(sizeof(pg_host_store_t) == 56, "pg_host_store_t size");
 static_assert(offsetof(pg_host_store_t, struct_size) == 0, "pg_host_store_t.struct_size");

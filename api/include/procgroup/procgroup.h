@@ -188,6 +188,44 @@ static inline pg_status_t pg_group_create(const pg_group_options_t* opts, pg_gro
   return pg_group_create_versioned(PG_ABI_VERSION, opts, out);
 }
 
+/* A rendezvous key-value store the caller already has (PyTorch's c10d::Store, a job
+ * service, ...), for pg_group_create_with_store: the group rendezvous through it instead of
+ * opening store_url, so no port is bound. Keys it receives are private to procgroup
+ * ("pg/<group name>/..."); groups created on one store need distinct names.
+ * Every callback may block, is called from any thread, and returns PG_OK or an error
+ * status (PG_ERR_STORE, PG_ERR_TIMEOUT, ...); error_message, if set, then gives the
+ * calling thread's message for it. All callbacks are required except error_message. */
+typedef struct pg_store {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  void* ctx;
+  pg_status_t (*set)(void* ctx, const char* key, const void* value, uint64_t length);
+  /* Waits until key exists, up to timeout_ms; *value is allocated by the store and given
+   * back through free_value. PG_ERR_TIMEOUT naming the key if it never appears. */
+  pg_status_t (*get)(void* ctx, const char* key, int64_t timeout_ms, void** value,
+                     uint64_t* length);
+  void (*free_value)(void* ctx, void* value);
+  /* Atomically adds delta to the decimal integer at key (missing: 0); *result = new value. */
+  pg_status_t (*add)(void* ctx, const char* key, int64_t delta, int64_t* result);
+  /* *exists = 1 if key exists now, else 0; never waits. */
+  pg_status_t (*check)(void* ctx, const char* key, int32_t* exists);
+  /* Deletes key; a missing key is not an error. */
+  pg_status_t (*remove)(void* ctx, const char* key);
+  const char* (*error_message)(void* ctx);
+} pg_store_t;
+#define PG_STORE_INIT {sizeof(pg_store_t), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+
+/* As pg_group_create, but rendezvous through store (copied; the callbacks and ctx must
+ * stay valid until every group created on it, subgroups included, is destroyed). opts
+ * must not set store_url or store_token, which belong to procgroup's own store. */
+PG_API pg_status_t pg_group_create_with_store_versioned(uint32_t caller_abi_version,
+                                                        const pg_group_options_t* opts,
+                                                        const pg_store_t* store, pg_group_t* out);
+static inline pg_status_t pg_group_create_with_store(const pg_group_options_t* opts,
+                                                     const pg_store_t* store, pg_group_t* out) {
+  return pg_group_create_with_store_versioned(PG_ABI_VERSION, opts, store, out);
+}
+
 /* Collective over parent: ranks with the same color form a new group, ordered by key
  * (ties by parent rank). color == PG_SPLIT_NO_COLOR joins none and gets *out = NULL. */
 #define PG_SPLIT_NO_COLOR (-1)

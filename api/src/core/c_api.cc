@@ -6,6 +6,7 @@
 #include "common/dtype.h"
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/user_store.h"
 #include "core/versioned_struct.h"
 
 using namespace procgroup::detail;
@@ -24,6 +25,16 @@ Result<pg_group_options_t> read_group_options(const pg_group_options_t* options)
   if (options == nullptr) return defaults;
   return read_versioned(*options, kGroupOptionsV1Size, defaults, "pg_group_options_t",
                         "PG_GROUP_OPTIONS_INIT");
+}
+
+Status check_caller_version(uint32_t caller_abi_version) {
+  uint32_t major = caller_abi_version >> 16, minor = caller_abi_version & 0xffffu;
+  if (major != PG_ABI_VERSION_MAJOR || minor > PG_ABI_VERSION_MINOR)
+    return make_error(PG_ERR_ABI_MISMATCH,
+                      "this program was built against procgroup ABI {}.{} but the loaded "
+                      "libprocgroup provides {}.{}",
+                      major, minor, PG_ABI_VERSION_MAJOR, PG_ABI_VERSION_MINOR);
+  return ok_status();
 }
 
 pg_status_t collective(const char* function, pg_op_t op, pg_group_t group, const pg_buffer_t* input,
@@ -57,15 +68,31 @@ PG_API pg_status_t pg_group_create_versioned(uint32_t caller_abi_version,
   return c_guard(__func__, [&]() -> Status {
     PG_REQUIRE(out);
     *out = nullptr;
-    uint32_t major = caller_abi_version >> 16, minor = caller_abi_version & 0xffffu;
-    if (major != PG_ABI_VERSION_MAJOR || minor > PG_ABI_VERSION_MINOR)
-      return make_error(PG_ERR_ABI_MISMATCH,
-                        "this program was built against procgroup ABI {}.{} but the loaded "
-                        "libprocgroup provides {}.{}",
-                        major, minor, PG_ABI_VERSION_MAJOR, PG_ABI_VERSION_MINOR);
+    PG_RETURN_IF_ERROR(check_caller_version(caller_abi_version));
     PG_ASSIGN_OR_RETURN(pg_group_options_t opts, read_group_options(options));
     PG_ASSIGN_OR_RETURN(GroupConfig config, resolve_group_config(&opts, process_env()));
     PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config));
+    *out = new pg_group_s{std::move(state)};
+    return ok_status();
+  });
+}
+
+PG_API pg_status_t pg_group_create_with_store_versioned(uint32_t caller_abi_version,
+                                                        const pg_group_options_t* options,
+                                                        const pg_store_t* store, pg_group_t* out) {
+  return c_guard(__func__, [&]() -> Status {
+    PG_REQUIRE(out);
+    *out = nullptr;
+    PG_REQUIRE(store);
+    PG_RETURN_IF_ERROR(check_caller_version(caller_abi_version));
+    PG_ASSIGN_OR_RETURN(pg_group_options_t opts, read_group_options(options));
+    if (opts.store_url != nullptr || opts.store_token != nullptr)
+      return make_error(PG_ERR_INVALID_ARGUMENT,
+                        "pg_group_create_with_store: options set store_url or store_token, which "
+                        "belong to procgroup's own store; the group uses the store given");
+    PG_ASSIGN_OR_RETURN(auto user_store, make_user_store(*store));
+    PG_ASSIGN_OR_RETURN(GroupConfig config, resolve_group_config(&opts, process_env()));
+    PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config, std::move(user_store)));
     *out = new pg_group_s{std::move(state)};
     return ok_status();
   });

@@ -65,21 +65,27 @@ GroupState::~GroupState() {
   }
 }
 
-Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config) {
+Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config,
+                                                       std::shared_ptr<Store> user_store) {
   std::string backend =
       config.backend.empty() ? default_backend(config.device_type) : config.backend;
   PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
   StoreConfig store_config{config.store_url, config.rank, config.size, config.store_token,
                            config.timeout};
-  auto opened = open_group_store(store_config, config.name);
-  if (!opened.ok())
-    return opened.status().with_context(
-        fmt::format("creating group '{}' (rank {} of {})", config.name, config.rank, config.size));
-  auto [store, group_id] = std::move(opened.value());
+  // The caller's store is theirs to keep alive: no registry, no leave protocol for it.
+  GroupStore opened_store{user_store, config.name};
+  if (!user_store) {
+    auto opened = open_group_store(store_config, config.name);
+    if (!opened.ok())
+      return opened.status().with_context(fmt::format("creating group '{}' (rank {} of {})",
+                                                      config.name, config.rank, config.size));
+    opened_store = std::move(opened.value());
+  }
+  auto [store, group_id] = std::move(opened_store);
   Members members{config.rank, config.size, config.local_rank, config.local_size};
-  Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config};
+  Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store};
   std::shared_ptr<GroupState> group(
-      new GroupState(group_id, members, config.timeout, std::move(plugin), store, true,
+      new GroupState(group_id, members, config.timeout, std::move(plugin), store, !user_store,
                      std::move(diagnostics), BackendHints{config.master_addr, config.device_type}));
   PG_RETURN_IF_ERROR(group->create_backend_group());
   log(kLogInfo, "core", "group '{}' rank {}/{} on backend '{}' (ranks from {})", config.name,
@@ -153,7 +159,7 @@ Status GroupState::mark_failed(const Status& failure) {
   Status reason = failure;
   if (hung && !hang_reported_.exchange(true)) {
     HangContext context{id_, members_.rank, members_.size, diagnostics_.store,
-                        diagnostics_.trace_dir};
+                        diagnostics_.user_store, diagnostics_.trace_dir};
     HangFindings findings = report_hang(context, recorder_);
     if (findings.mismatch) {
       reason = Status(PG_ERR_MISMATCH, failure.message() +

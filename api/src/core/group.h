@@ -44,10 +44,13 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
     bool debug_detail = false;  // PROCGROUP_DEBUG=detail
     std::string trace_dir;      // PROCGROUP_TRACE_DIR
     StoreConfig store;          // for the hang report's own store connection
+    std::shared_ptr<Store> user_store;  // the caller's store: the hang report uses it instead
   };
 
-  // The world group of a job (pg_group_create).
-  static Result<std::shared_ptr<GroupState>> create(const GroupConfig& config);
+  // The world group of a job (pg_group_create). With user_store (pg_group_create_with_store)
+  // it rendezvous there instead of opening config.store_url.
+  static Result<std::shared_ptr<GroupState>> create(const GroupConfig& config,
+                                                    std::shared_ptr<Store> user_store = nullptr);
   // Collective over this group: see pg_group_split. Null when color is PG_SPLIT_NO_COLOR.
   Result<std::shared_ptr<GroupState>> split(int color, int key);
 

@@ -144,13 +144,16 @@ HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
                                   c.group_id, c.rank, c.size, recorder.format());
   log_line(kLogError, "hang", trace);
   write_trace_file(c, trace);
-  if (c.size <= 1 || c.store.url.rfind("memory:", 0) == 0) return {};
+  if (c.size <= 1 || (!c.user_store && c.store.url.rfind("memory:", 0) == 0)) return {};
 
-  // A plain client (never rank 0's server) with a short timeout.
-  StoreConfig config = c.store;
-  config.rank = 1;
-  config.timeout = kReportStoreTimeout;
-  auto store = open_store(config);
+  // A plain client (never rank 0's server) with a short timeout; the caller's store as is.
+  Result<std::shared_ptr<Store>> store = c.user_store;
+  if (!c.user_store) {
+    StoreConfig config = c.store;
+    config.rank = 1;
+    config.timeout = kReportStoreTimeout;
+    store = open_store(config);
+  }
   if (!store.ok()) {
     log(kLogWarn, "hang", "no summary: store unreachable: {}", store.status().to_string());
     return {"", store_host_silent(c)};

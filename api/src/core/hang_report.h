@@ -7,6 +7,7 @@
 // couple of seconds, never another group timeout.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/flight_recorder.h"
@@ -19,6 +20,7 @@ struct HangContext {
   int rank = 0;
   int size = 1;
   StoreConfig store;       // how to reach the job's store (url, token)
+  std::shared_ptr<Store> user_store;  // the caller's store, used as it is when set
   std::string trace_dir;   // empty: no file
 };
 
