@@ -1,0 +1,29 @@
+"""torch.distributed over procgroup.
+
+    import procgroup_torch  # registers the "procgroup" backend
+    torch.distributed.init_process_group("procgroup")
+
+PROCGROUP_BACKEND picks the plugin (ucx, gloo, nccl, loopback or a path to a .so); rank,
+world size, timeout and the rendezvous store are torch's. CPU tensors go to that plugin
+(gloo when it names nccl), CUDA tensors to nccl unless PROCGROUP_BACKEND names another.
+"""
+import torch
+import torch.distributed as dist
+
+from . import _C
+from ._C import ProcessGroupProcgroup
+
+__all__ = ["ProcessGroupProcgroup", "BACKEND_NAME"]
+
+BACKEND_NAME = "procgroup"
+
+
+def _create_backend(options, _backend_options=None):
+    # torch's extended API: a _DistributedBackendOptions with the group's own store, rank,
+    # size and timeout, and its members' world ranks (empty for the world group).
+    return ProcessGroupProcgroup(options.store, options.group_rank, options.group_size,
+                                 options.timeout, list(options.global_ranks_in_group))
+
+
+if BACKEND_NAME.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True)

@@ -1,0 +1,181 @@
+#include "work.h"
+
+#include <ATen/core/jit_type.h>
+
+#include <string>
+
+namespace procgroup::torch_backend {
+namespace {
+
+std::string failure_text(pg_status_t status, const char* call) {
+  return std::string("procgroup ") + call + ": " + pg_status_name(status) + ": " +
+         pg_last_error();
+}
+
+std::vector<c10::Device> devices_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::Device> devices;
+  for (const at::Tensor& t : tensors)
+    if (t.device().is_cuda() &&
+        std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+      devices.push_back(t.device());
+  return devices;
+}
+
+}  // namespace
+
+void check_issued(pg_status_t status, const char* call) {
+  if (status == PG_OK) return;
+  if (status == PG_ERR_UNSUPPORTED)
+    TORCH_CHECK_NOT_IMPLEMENTED(false, failure_text(status, call));
+  TORCH_CHECK(false, failure_text(status, call));
+}
+
+PgWork::PgWork(pg_work_t work, c10d::OpType type, const char* call,
+               std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+               std::function<void()> on_success, std::shared_ptr<Completer> completer)
+    : c10d::Work(-1, type),
+      work_(work),
+      call_(call),
+      outputs_(std::move(outputs)),
+      keep_(std::move(keep)),
+      on_success_(std::move(on_success)),
+      completer_(std::move(completer)) {}
+
+PgWork::~PgWork() {
+  if (pg_work_test(work_) != PG_PENDING) {
+    pg_work_release(work_);
+    return;
+  }
+  // procgroup still reads or writes these tensors: they live until it is done.
+  completer_->add([work = work_, outputs = std::move(outputs_), keep = std::move(keep_),
+                   staged = std::move(on_success_)] {
+    pg_work_wait(work, -1);
+    pg_work_release(work);
+  });
+}
+
+void PgWork::settle(pg_status_t status) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard lock(settle_mutex_);
+    if (settled_) return;
+    if (status == PG_OK && on_success_) {
+      try {
+        on_success_();
+      } catch (const std::exception& e) {
+        error_ = std::make_exception_ptr(
+            std::runtime_error(std::string("procgroup ") + call_ + ": " + e.what()));
+      }
+    } else if (status != PG_OK) {
+      error_ = std::make_exception_ptr(std::runtime_error(failure_text(status, call_)));
+    }
+    settled_ = true;
+    future = future_;
+  }
+  {
+    std::lock_guard lock(mutex_);  // the base class's completion state
+    completed_ = true;
+    exception_ = error_;
+  }
+  cv_.notify_all();
+  if (!future) return;
+  if (error_) future->setError(error_);
+  else future->markCompleted(c10::IValue(outputs_));
+}
+
+bool PgWork::isCompleted() {
+  {
+    std::lock_guard lock(settle_mutex_);
+    if (settled_) return true;
+  }
+  pg_status_t status = pg_work_test(work_);
+  if (status == PG_PENDING) return false;
+  settle(status);
+  return true;
+}
+
+bool PgWork::isSuccess() const {
+  std::lock_guard lock(settle_mutex_);
+  return settled_ && !error_;
+}
+
+std::exception_ptr PgWork::exception() const {
+  std::lock_guard lock(settle_mutex_);
+  return error_;
+}
+
+void PgWork::wait_quietly() { settle(pg_work_wait(work_, -1)); }
+
+bool PgWork::wait(std::chrono::milliseconds timeout) {
+  // torch's kNoTimeout (0): until done, bounded by the op's own timeout in procgroup.
+  pg_status_t status = pg_work_wait(work_, timeout.count() > 0 ? timeout.count() : -1);
+  if (status == PG_PENDING) {
+    TORCH_CHECK(false, "procgroup ", call_, ": wait timed out after ", timeout.count(),
+                " ms (the operation goes on)");
+  }
+  settle(status);
+  std::lock_guard lock(settle_mutex_);
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+std::vector<at::Tensor> PgWork::result() { return outputs_; }
+
+c10::intrusive_ptr<c10::ivalue::Future> PgWork::getFuture() {
+  {
+    std::lock_guard lock(settle_mutex_);
+    if (future_) return future_;
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), devices_of(outputs_));
+    if (settled_) {
+      if (error_) future_->setError(error_);
+      else future_->markCompleted(c10::IValue(outputs_));
+      return future_;
+    }
+  }
+  completer_->add([self = c10::intrusive_ptr<PgWork>::reclaim_copy(this)] {
+    self->wait_quietly();
+  });
+  return future_;
+}
+
+Completer::Completer() : thread_([this] { run(); }) {}
+
+Completer::~Completer() { stop(); }
+
+void Completer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Completer::add(std::function<void()> wait_for_work) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      queue_.push_back(std::move(wait_for_work));
+      cv_.notify_one();
+      return;
+    }
+  }
+  wait_for_work();
+}
+
+void Completer::run() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to complete
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace procgroup::torch_backend
