@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "store/c10d_store_client.h"
 #include "store/file_store.h"
 #include "store/store.h"
 #include "store/tcp_store_client.h"
@@ -24,8 +25,8 @@ bool ipv6_char(char c) {
 
 Status bad_url(std::string_view url, std::string_view why) {
   return make_error(PG_ERR_CONFIG,
-                    "malformed store URL '{}': {} (expected tcp://host:port, file:///abs/path "
-                    "or memory:)",
+                    "malformed store URL '{}': {} (expected tcp://host:port, "
+                    "c10d://host:port[/key/prefix/], file:///abs/path or memory:)",
                     url, why);
 }
 
@@ -63,6 +64,30 @@ Result<StoreUrl> parse_tcp(std::string_view url, std::string_view rest) {
       out.port > 65535) {
     return bad_url(url, fmt::format("port '{}' is not a number in 0..65535", port));
   }
+  return out;
+}
+
+// c10d://host:port[/key/prefix/][?agent]: host and port as for tcp://.
+Result<StoreUrl> parse_c10d(std::string_view url, std::string_view rest) {
+  bool agent = false;
+  if (size_t query = rest.find('?'); query != std::string_view::npos) {
+    if (rest.substr(query + 1) != "agent") return bad_url(url, "the only query is '?agent'");
+    agent = true;
+    rest = rest.substr(0, query);
+  }
+  std::string prefix = "procgroup/";
+  // Host names, IPv4 and bracketed IPv6 addresses hold no '/': the first one starts the path.
+  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    std::string_view path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+    if (path.find('\0') != std::string_view::npos) return bad_url(url, "NUL in the key prefix");
+    if (!path.empty()) prefix = path.ends_with('/') ? std::string(path) : std::string(path) + "/";
+  }
+  PG_ASSIGN_OR_RETURN(StoreUrl out, parse_tcp(url, rest));
+  if (out.port == 0) return bad_url(url, "a c10d store needs its port, not 0");
+  out.kind = StoreUrl::kC10d;
+  out.key_prefix = std::move(prefix);
+  out.agent = agent;
   return out;
 }
 
@@ -119,13 +144,30 @@ Result<std::shared_ptr<Store>> open_tcp(const StoreUrl& url, const StoreConfig& 
       std::make_shared<HostedTcpStore>(std::move(server), std::move(own_client)));
 }
 
+// Someone else hosts the store, so every rank, rank 0 included, is a plain client.
+Result<std::shared_ptr<Store>> open_c10d(const StoreUrl& url, const StoreConfig& config) {
+  C10dStoreClientOptions options{url.host, url.port, url.key_prefix, "torch's c10d TCPStore",
+                                 config.timeout};
+  if (url.agent) options.name = "torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True)";
+  if (!config.token.empty()) {
+    return make_error(PG_ERR_CONFIG,
+                      "a store token is set, but {} at {} is torch's TCPStore, which cannot "
+                      "check one: unset PROCGROUP_STORE_TOKEN (or use a tcp:// store)",
+                      options.name, host_port(url.host, url.port));
+  }
+  PG_ASSIGN_OR_RETURN(auto client, C10dStoreClient::connect(std::move(options)));
+  return std::shared_ptr<Store>(std::move(client));
+}
+
 }  // namespace
 
 Result<StoreUrl> parse_store_url(std::string_view url) {
   constexpr std::string_view kTcp = "tcp://";
   constexpr std::string_view kFile = "file://";
+  constexpr std::string_view kC10d = "c10d://";
   if (url == "memory:") return StoreUrl{};
   if (url.starts_with(kTcp)) return parse_tcp(url, url.substr(kTcp.size()));
+  if (url.starts_with(kC10d)) return parse_c10d(url, url.substr(kC10d.size()));
   if (url.starts_with(kFile)) {
     std::string_view rest = url.substr(kFile.size());
     if (rest.starts_with("localhost/")) rest.remove_prefix(std::string_view("localhost").size());
@@ -167,6 +209,7 @@ Result<std::shared_ptr<Store>> open_store(const StoreConfig& config) {
       return std::shared_ptr<Store>(std::move(store));
     }
     case StoreUrl::kTcp: return open_tcp(url, config);
+    case StoreUrl::kC10d: return open_c10d(url, config);
   }
   return make_error(PG_ERR_INTERNAL, "unhandled store URL '{}'", config.url);
 }
