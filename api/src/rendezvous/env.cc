@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "rendezvous/agent_store.h"
+
 namespace procgroup::detail {
 namespace {
 
@@ -348,18 +350,22 @@ Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
                       "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)",
                       p.size, p.local_size);
   }
+  config.backend = option_text(o.backend).value_or(env.text("PROCGROUP_BACKEND").value_or(""));
+  config.store_token =
+      option_text(o.store_token).value_or(env.text("PROCGROUP_STORE_TOKEN").value_or(""));
   if (url) {
     config.store_url = *url;
   } else if (config.size == 1) {
     config.store_url = "memory:";
   } else {
+    // Under torchrun's default launch its agent already holds MASTER_PORT: join its store.
+    PG_ASSIGN_OR_RETURN(auto agent, agent_store_url(lookup, config.master_addr, config.master_port,
+                                                    !config.store_token.empty()));
     bool v6 = config.master_addr.find(':') != std::string::npos;
-    config.store_url = v6 ? fmt::format("tcp://[{}]:{}", config.master_addr, config.master_port)
-                          : fmt::format("tcp://{}:{}", config.master_addr, config.master_port);
+    config.store_url = agent ? *agent
+                       : v6  ? fmt::format("tcp://[{}]:{}", config.master_addr, config.master_port)
+                             : fmt::format("tcp://{}:{}", config.master_addr, config.master_port);
   }
-  config.backend = option_text(o.backend).value_or(env.text("PROCGROUP_BACKEND").value_or(""));
-  config.store_token =
-      option_text(o.store_token).value_or(env.text("PROCGROUP_STORE_TOKEN").value_or(""));
   PG_ASSIGN_OR_RETURN(config.timeout, timeout_from(o, env));
   if (o.device_type < 0 || o.device_type >= PG_DEVICE_COUNT_) {
     return make_error(PG_ERR_INVALID_ARGUMENT, "options->device_type {} is not a pg_device_type_t",

@@ -4,7 +4,9 @@
 // _LOCAL_RANK, _LOCAL_SIZE), then Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 // SLURM_NTASKS_PER_NODE...): mpirun inside a Slurm allocation inherits the step's SLURM_*
 // variables, while OMPI_* are each rank's own. Also PROCGROUP_BACKEND, PROCGROUP_TIMEOUT
-// (seconds), PROCGROUP_STORE_TOKEN, PROCGROUP_DEBUG (off | detail), PROCGROUP_TRACE_DIR.
+// (seconds), PROCGROUP_STORE_TOKEN, PROCGROUP_DEBUG (off | detail), PROCGROUP_TRACE_DIR, and
+// torchrun's TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT (agent_store.h):
+// without an explicit store_url, a job of several ranks then joins the agent's store.
 // Every missing or malformed value gives PG_ERR_CONFIG naming the variable and what
 // would set it.
 #pragma once
@@ -30,7 +32,8 @@ struct GroupConfig {
   int local_size = 1;
   std::string master_addr;     // resolved: never empty
   int master_port = 29500;
-  std::string store_url;       // resolved: tcp://addr:port, file:///..., or memory: (size 1)
+  std::string store_url;       // resolved: tcp://addr:port, c10d://addr:port/... (torchrun's
+                               // agent store), file:///..., or memory: (size 1)
   std::string backend;         // as given (name or path); empty: the caller picks the default
   std::string store_token;
   Millis timeout{300000};
