@@ -152,7 +152,7 @@ Result<C10dStoreClient::Protocol> C10dStoreClient::detect_protocol(Deadline dead
   return make_error(PG_ERR_STORE,
                     "{} speaks an unknown protocol: it answered a TCPStore DELETE_KEY with {}{} "
                     "bytes (another program on MASTER_PORT? procgroup's own store is tcp://)",
-                    description_, got.size() > sizeof(int64_t) ? "more than " : "", got.size());
+                    description_, got.size() > sizeof(int64_t) ? "at least " : "", got.size());
 }
 
 Result<UniqueFd> C10dStoreClient::connect_retrying(Deadline deadline) {
