@@ -100,11 +100,15 @@ pg_reduce_op_t to_reduce_op(const c10d::ReduceOp& op, const at::Tensor& tensor,
     case c10d::ReduceOp::PRODUCT: return PG_REDUCE_PROD;
     case c10d::ReduceOp::MIN: return PG_REDUCE_MIN;
     case c10d::ReduceOp::MAX: return PG_REDUCE_MAX;
-    default:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "procgroup ", call, ": reduce op ",
-                                  static_cast<int>(op.op_),
-                                  " (BAND, BOR, BXOR or PREMUL_SUM) is not supported; procgroup "
-                                  "reduces with SUM, AVG, PRODUCT, MIN and MAX");
+    default: {
+      const char* name = op.op_ == c10d::ReduceOp::BAND   ? "BAND"
+                         : op.op_ == c10d::ReduceOp::BOR  ? "BOR"
+                         : op.op_ == c10d::ReduceOp::BXOR ? "BXOR"
+                                                          : "PREMUL_SUM";
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "procgroup ", call, ": reduce op ", name,
+                                  " is not supported; procgroup reduces with SUM, AVG, PRODUCT, "
+                                  "MIN and MAX");
+    }
   }
 }
 
