@@ -12,6 +12,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
+import procgroup_torch
 from torch_ranks import run_ranks
 
 WORLD = int(os.environ.get("PG_TORCH_TEST_WORLD", "3"))
@@ -217,9 +218,9 @@ def every_collective(rank, world):
         if dist.get_world_size(sub) != 2 or dist.get_rank(sub) != ends.index(rank):
             c.failures.append(f"rank {rank}: subgroup rank/size wrong")
 
-    if dist.get_backend() != "procgroup" or dist.group.WORLD.plugin != PLUGIN:
+    if dist.get_backend() != "procgroup" or procgroup_torch.plugin() != PLUGIN:
         c.failures.append(f"rank {rank}: backend {dist.get_backend()}, plugin "
-                          f"{dist.group.WORLD.plugin}, expected procgroup over {PLUGIN}")
+                          f"{procgroup_torch.plugin()}, expected procgroup over {PLUGIN}")
     return c.failures, c.compared_with_gloo
 
 

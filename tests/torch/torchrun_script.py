@@ -33,6 +33,6 @@ rank0 = flat.clone()
 dist.broadcast(rank0, src=0)
 assert torch.equal(flat, rank0), "DDP replicas diverged"
 
-print(f"rank {rank} of {world}: ok (plugin {dist.group.WORLD.plugin}, "
+print(f"rank {rank} of {world}: ok (plugin {procgroup_torch.plugin()}, "
       f"TORCHELASTIC_USE_AGENT_STORE={agent_store})", flush=True)
 dist.destroy_process_group()

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from . import _C
 from ._C import ProcessGroupProcgroup
 
-__all__ = ["ProcessGroupProcgroup", "BACKEND_NAME"]
+__all__ = ["ProcessGroupProcgroup", "BACKEND_NAME", "plugin"]
 
 BACKEND_NAME = "procgroup"
 
@@ -23,6 +23,16 @@ def _create_backend(options, _backend_options=None):
     # size and timeout, and its members' world ranks (empty for the world group).
     return ProcessGroupProcgroup(options.store, options.group_rank, options.group_size,
                                  options.timeout, list(options.global_ranks_in_group))
+
+
+def plugin(group=None):
+    """The procgroup plugin ("ucx", "gloo", ...) serving CPU tensors of group (default: the
+    world group), which must use the "procgroup" backend."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupProcgroup):
+        # torch >= 2 wraps each device's backend in a ProcessGroup.
+        pg = pg._get_backend(torch.device("cpu"))
+    return pg.plugin
 
 
 if BACKEND_NAME.upper() not in dist.Backend._plugins:
