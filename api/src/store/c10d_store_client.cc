@@ -38,7 +38,6 @@ constexpr uint8_t kStopWaiting = 0;           // WAIT's
 constexpr size_t kMaxWireKeyBytes = 8 * 1024;
 // A key nobody sets: the protocol probe deletes it, and each new connection checks it.
 constexpr std::string_view kProbeKey = ".protocol-probe";
-constexpr size_t kMaxIdleConnections = 4;
 constexpr Millis kFirstBackoff{10};
 constexpr Millis kMaxBackoff{1000};
 
@@ -111,7 +110,7 @@ Result<std::unique_ptr<C10dStoreClient>> C10dStoreClient::connect(C10dStoreClien
   const Deadline deadline = Deadline::after(client->options_.timeout);
   PG_ASSIGN_OR_RETURN(client->protocol_, client->detect_protocol(deadline));
   PG_ASSIGN_OR_RETURN(UniqueFd fd, client->open_connection(deadline));
-  client->idle_.push_back(std::move(fd));
+  client->idle_.give_back(std::move(fd));
   log(kLogInfo, "store", "joined {} ({}), keys under '{}'", client->description_,
       protocol_text(client->protocol_), client->options_.key_prefix);
   return client;
@@ -206,14 +205,7 @@ Result<UniqueFd> C10dStoreClient::open_connection(Deadline deadline) {
 
 Result<C10dStoreClient::Reply> C10dStoreClient::call(std::string_view what, const Bytes& request,
                                                      ReplyKind kind, Deadline deadline) {
-  UniqueFd fd;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      fd = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
+  UniqueFd fd = idle_.take();
   if (!fd.valid()) {
     // All pooled connections are busy (or broke): open another, as patiently as at start.
     auto opened = open_connection(Deadline::after(options_.timeout).min(deadline));
@@ -229,8 +221,7 @@ Result<C10dStoreClient::Reply> C10dStoreClient::call(std::string_view what, cons
                    ? take(read_int<int64_t>(fd.get(), deadline), reply.integer)
                    : take(read_value(fd.get(), deadline), reply.value);
   if (!got.ok()) return fail(what, got);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+  idle_.give_back(std::move(fd));
   return reply;
 }
 

@@ -120,8 +120,8 @@ class C10dStoreClient final : public Store {
   C10dStoreClientOptions options_;
   std::string description_;
   Protocol protocol_ = Protocol::kLegacy;  // set once by connect()
-  std::mutex mu_;
-  std::vector<UniqueFd> idle_;  // guarded by mu_
+  static constexpr size_t kMaxIdleConnections = 4;
+  IdleConnections idle_{kMaxIdleConnections};
 };
 
 }  // namespace procgroup::detail

@@ -143,4 +143,17 @@ Status recv_exact(int fd, std::span<uint8_t> out, Deadline deadline) {
   return ok_status();
 }
 
+UniqueFd IdleConnections::take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.empty()) return UniqueFd();
+  UniqueFd fd = std::move(idle_.back());
+  idle_.pop_back();
+  return fd;
+}
+
+void IdleConnections::give_back(UniqueFd fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.size() < max_idle_) idle_.push_back(std::move(fd));
+}
+
 }  // namespace procgroup::detail

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <mutex>
 #include <span>
+#include <vector>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -78,5 +80,22 @@ Result<UniqueFd> connect_once(const sockaddr* addr, socklen_t len, Deadline dead
 Status send_all(int fd, std::span<const uint8_t> data, Deadline deadline);
 // Reads exactly out.size() bytes. PG_ERR_STORE "connection closed" at EOF.
 Status recv_exact(int fd, std::span<uint8_t> out, Deadline deadline);
+
+// A store client's idle connections, shared by its threads: each request takes one (or
+// opens another when none is idle) and gives it back only after a clean reply, so a late
+// reply never answers the next request.
+class IdleConnections {
+ public:
+  explicit IdleConnections(size_t max_idle) : max_idle_(max_idle) {}
+  // An idle connection, or an invalid one when none is idle.
+  UniqueFd take();
+  // Kept for the next request unless max_idle are idle already.
+  void give_back(UniqueFd fd);
+
+ private:
+  const size_t max_idle_;
+  std::mutex mu_;
+  std::vector<UniqueFd> idle_;  // guarded by mu_
+};
 
 }  // namespace procgroup::detail

@@ -11,7 +11,6 @@
 namespace procgroup::detail {
 namespace {
 
-constexpr size_t kMaxIdleConnections = 4;
 constexpr Millis kFirstBackoff{10};
 constexpr Millis kMaxBackoff{1000};
 
@@ -56,7 +55,7 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(TcpStoreClientOp
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(std::move(options)));
   PG_ASSIGN_OR_RETURN(UniqueFd fd,
                       client->open_connection(Deadline::after(client->options_.timeout)));
-  client->idle_.push_back(std::move(fd));
+  client->idle_.give_back(std::move(fd));
   return client;
 }
 
@@ -170,14 +169,7 @@ Status TcpStoreClient::handshake(int fd, Deadline deadline, bool* fatal) {
 
 Result<TcpStoreClient::Reply> TcpStoreClient::call(std::string_view what, const Bytes& request,
                                                    Op expect, Deadline deadline) {
-  UniqueFd fd;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      fd = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
+  UniqueFd fd = idle_.take();
   if (!fd.valid()) {
     // All pooled connections are busy (or broke): open another, as patiently as at start.
     auto opened = open_connection(Deadline::after(options_.timeout).min(deadline));
@@ -198,8 +190,7 @@ Result<TcpStoreClient::Reply> TcpStoreClient::call(std::string_view what, const 
   Bytes fields(body->begin() + 1, body->end());
   bool reusable = op == expect || op == Op::kError;
   if (reusable) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+    idle_.give_back(std::move(fd));
   }
   if (op == Op::kError) return fail(what, error_from(fields));
   if (op != expect) {

@@ -64,8 +64,8 @@ class TcpStoreClient final : public Store {
 
   TcpStoreClientOptions options_;
   std::string endpoint_;
-  std::mutex mu_;
-  std::vector<UniqueFd> idle_;  // guarded by mu_
+  static constexpr size_t kMaxIdleConnections = 4;
+  IdleConnections idle_{kMaxIdleConnections};
 };
 
 }  // namespace procgroup::detail
