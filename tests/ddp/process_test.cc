@@ -26,12 +26,6 @@ class DdpProcesses : public ::testing::Test {
   }
 };
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 ProcessResult pgrun(int ranks, std::vector<std::string> args, double timeout_s = 60) {
   std::vector<std::string> argv = {PGRUN_PATH, "--nproc-per-node", std::to_string(ranks),
                                    DDP_WORKER_PATH};

@@ -17,12 +17,6 @@ namespace {
 constexpr int kTimeoutS = 4;
 constexpr int kRanks = 3;
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 using Param = std::tuple<std::string, int>;  // backend, stopped rank
 class HangForensics : public ::testing::TestWithParam<Param> {};
 

@@ -55,6 +55,12 @@ bool process_is_dead(pid_t pid);
 
 std::string read_file(const std::filesystem::path& path);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (for a child to listen on).
+int free_port();
+
+// How many times what occurs in text.
+int count(const std::string& text, const std::string& what);
+
 class TempDir {
  public:
   TempDir();

@@ -22,6 +22,8 @@
 namespace fashion_mnist {
 namespace {
 
+using procgroup::testing::count;
+using procgroup::testing::free_port;
 using procgroup::testing::ProcessResult;
 using procgroup::testing::read_file;
 using procgroup::testing::Subprocess;
@@ -58,12 +60,6 @@ ProcessResult pgrun(int ranks, const std::string& backend, const std::vector<std
                                    FASHION_MNIST_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   return procgroup::testing::run(argv, timeout_s, env_for(backend));
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // Columns of the CSV's data rows (header skipped).
@@ -130,18 +126,6 @@ TEST_P(TrainProcesses, TwoRanksMatchOneRankWithTheGlobalBatch) {
   const auto a = procgroup::ddp::read_checkpoint_file(dir.path() / "one.final");
   const auto b = procgroup::ddp::read_checkpoint_file(dir.path() / "two.final");
   EXPECT_LT(testing::max_relative_difference(b, a), 1e-4);
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // Rank 1 stops in the middle of epoch 2 and is killed with SIGKILL. Launched without pgrun
