@@ -1,18 +1,21 @@
 #!/usr/bin/python3
 """torch DistributedDataParallel and dist.all_reduce: torch's gloo against procgroup.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/torch_ddp.py            # full run, ~3 min
-    PYTHONPATH=build/python /usr/bin/python3 bench/torch_ddp.py --quick    # smoke run, ~30 s
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_ddp.py            # about 100 s
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_ddp.py --quick    # about 10 s
 
 Two ranks on this host (processes started here, rendezvous through a file:// store), three
 configurations in the same run: torch's own gloo, procgroup_torch over procgroup's gloo
 plugin and over its ucx plugin (PROCGROUP_BACKEND). Each repetition starts every
 configuration's two ranks afresh, in a rotating order, and each rank then measures:
 
-  1. DDP: torch.nn.parallel.DistributedDataParallel with its defaults (25 MiB buckets,
-     1 MiB first bucket, buffers broadcast every forward) on an MLP 784-512-BN-256-BN-10,
-     cross-entropy, SGD, batch --batch per rank on synthetic data made once from --seed;
-     warm-up steps, then timed steps split into forward, backward and optimizer step.
+  1. DDP: torch.nn.parallel.DistributedDataParallel with its defaults on an MLP
+     784-512-BN-256-BN-10, cross-entropy, SGD, batch --batch per rank on synthetic data made
+     once from --seed; warm-up steps, then timed steps split into forward, backward and
+     optimizer step. With the default bucket sizes (25 MiB cap, 1 MiB first bucket) the
+     model's 537,354 gradients (2.1 MB) form one bucket, so a step communicates one 2.1 MB
+     allreduce (at the end of backward, through its future) and, in forward, the BatchNorm
+     buffers (broadcast_buffers=True: two small broadcasts, float32 and int64).
   2. The same DDP model inside no_sync(): no gradient allreduce, and no buffer broadcast after
      the first step (torch 1.13 broadcasts buffers only while gradients are synchronised).
   3. The same model without DDP: the step with no communication and no DDP bookkeeping.
@@ -84,15 +87,31 @@ def state_digest(torch, module):
     return hashlib.sha1(flat.numpy().tobytes()).hexdigest()[:16]
 
 
+def context_switches():
+    """Voluntary + involuntary context switches of this process's threads so far (Linux)."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except OSError:
+            pass  # the thread ended meanwhile
+    return total
+
+
 def time_steps(torch, model, optimizer, batches, warmup, steps, sync=None):
-    """Runs warmup + steps SGD steps; returns ms per timed step: total, forward, backward, opt."""
+    """Runs warmup + steps SGD steps; returns per timed step: ms in total, in forward, in
+    backward, in the optimizer step, ms of CPU time of the whole process (every thread) and the
+    number of context switches (every thread)."""
     loss_fn = torch.nn.CrossEntropyLoss()
     clock = time.perf_counter
     split = [0.0, 0.0, 0.0]
-    begin = None
+    begin = cpu_begin = switches_begin = None
     for i in range(warmup + steps):
         if i == warmup:
             split = [0.0, 0.0, 0.0]
+            switches_begin = context_switches()
+            cpu_begin = time.process_time()
             begin = clock()
         x, y = batches[i % len(batches)]
         t0 = clock()
@@ -108,9 +127,12 @@ def time_steps(torch, model, optimizer, batches, warmup, steps, sync=None):
         split[1] += t2 - t1
         split[2] += t3 - t2
     total = clock() - begin
+    cpu = time.process_time() - cpu_begin
+    switches = context_switches() - switches_begin
     if not torch.isfinite(loss).item():
         raise RuntimeError(f"the loss is {loss.item()} after {warmup + steps} steps")
-    return [1e3 * total / steps] + [1e3 * s / steps for s in split]
+    return ([1e3 * total / steps] + [1e3 * s / steps for s in split] +
+            [1e3 * cpu / steps, switches / steps])
 
 
 def run_rank(spec):
@@ -194,14 +216,17 @@ def start_config(args, config, spec_base, workdir, round_no):
         procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-spec",
                                         json.dumps(spec)], env=env, stdout=log,
                                        stderr=subprocess.STDOUT), log))
+    # Until both exit, the time limit passes, or 10 s after one failed (the other may wait
+    # for it until the operation timeout).
     deadline = time.monotonic() + args.run_timeout
     error = None
-    for proc, _ in procs:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            error = f"timed out after {args.run_timeout} s"
+    while any(proc.poll() is None for proc, _ in procs):
+        if any(proc.poll() not in (None, 0) for proc, _ in procs):
+            deadline = min(deadline, time.monotonic() + 10)
+        if time.monotonic() > deadline:
+            error = f"did not finish within {args.run_timeout} s"
             break
+        time.sleep(0.05)
     for proc, _ in procs:
         if proc.poll() is None:
             proc.kill()
@@ -230,13 +255,13 @@ def memcpy_rates(torch):
         dst = torch.empty_like(src)
         dst.copy_(src)
         iters = max(5, (512 << 20) // size)
-        best = []
+        times = []
         for _ in range(3):
             begin = time.perf_counter()
             for _ in range(iters):
                 dst.copy_(src)
-            best.append((time.perf_counter() - begin) / iters)
-        rates[size] = size / statistics.median(best) / 1e9
+            times.append((time.perf_counter() - begin) / iters)
+        rates[size] = size / statistics.median(times) / 1e9
     return rates
 
 
@@ -277,7 +302,7 @@ def print_report(args, runs, copies, loads):
         step[config] = {}
         for phase in ("ddp", "no_sync", "local"):
             per_rep = [max((r[phase] for r in rep), key=lambda v: v[0]) for rep in config_runs]
-            step[config][phase] = [spread([v[i] for v in per_rep]) for i in range(4)]
+            step[config][phase] = [spread([v[i] for v in per_rep]) for i in range(6)]
     print(f"\nDDP training step: medians of {reps} repetition(s) of {args.warmup} warm-up + "
           f"{args.steps} timed steps; batch {args.batch} per rank ({samples} per step)\n")
     ref = step.get(REFERENCE, {}).get("ddp")
@@ -292,15 +317,17 @@ def print_report(args, runs, copies, loads):
             f"{s['no_sync'][0][0]:.2f}", f"{local[0][0]:.2f}",
             f"{local[1][0]:.2f} / {local[2][0]:.2f} / {local[3][0]:.2f}",
             f"{ddp[0][0] - local[0][0]:.2f} ({ddp[1][0] - local[1][0]:.2f} + "
-            f"{ddp[2][0] - local[2][0]:.2f})"])
+            f"{ddp[2][0] - local[2][0]:.2f})",
+            f"{ddp[4][0]:.2f} ({local[4][0]:.2f})", f"{ddp[5][0]:.1f} ({local[5][0]:.1f})"])
     print_table(["configuration", "ms/step (min..max)", "samples/s", "vs torch-gloo",
-                 "fwd / bwd / opt", "no_sync", "no DDP", "fwd / bwd / opt", "DDP cost (fwd + bwd)"],
-                rows, args.markdown)
+                 "fwd / bwd / opt", "no_sync", "no DDP", "fwd / bwd / opt", "DDP cost (fwd + bwd)",
+                 "CPU ms", "switches"], rows, args.markdown)
     print("\n  ms per step. fwd / bwd / opt: forward (DDP's buffer broadcast happens here),")
     print("  backward (its gradient allreduce, waited for at the end) and optimizer step; no_sync:")
     print("  the DDP model inside no_sync() (no communication); no DDP: the plain model, then its")
     print("  split; DDP cost = ms/step - no DDP, split into forward and backward. vs torch-gloo:")
-    print("  samples/s over torch-gloo's.")
+    print("  samples/s over torch-gloo's. CPU ms, switches: CPU time of the rank's process (all")
+    print("  threads) and its threads' context switches per DDP step (per plain step).")
 
     if args.size_list:
         print(f"\nBlocking dist.all_reduce, float32 SUM in place: us per call, the slower rank's, "
@@ -348,7 +375,7 @@ def parse_args(argv):
     p.add_argument("--op-timeout", type=int, default=60,
                    help="seconds any collective may take (init_process_group timeout; 60)")
     p.add_argument("--run-timeout", type=int,
-                   help="seconds one configuration's ranks may run (default 300; quick 60)")
+                   help="seconds one configuration's ranks may run (default 300; quick 30)")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.add_argument("--json", metavar="FILE", help="also write every rank's raw figures to FILE")
     p.add_argument("--rank-spec", help=argparse.SUPPRESS)
@@ -359,7 +386,7 @@ def parse_args(argv):
     args.steps = args.steps if args.steps is not None else (10 if quick else 200)
     args.warmup = args.warmup if args.warmup is not None else (3 if quick else 30)
     args.repeats = args.repeats if args.repeats is not None else (1 if quick else 3)
-    args.run_timeout = args.run_timeout or (60 if quick else 300)
+    args.run_timeout = args.run_timeout or (30 if quick else 300)
     sizes = args.sizes if args.sizes is not None else (QUICK_SIZES if quick else DEFAULT_SIZES)
     args.size_list = [parse_size(s) for s in sizes.split(",") if s.strip()]
     args.config_list = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -392,12 +419,12 @@ def main(argv):
     }
     print("torch DDP and dist.all_reduce: torch's gloo against procgroup, "
           f"{WORLD} ranks on this host, one process each")
-    print(f"  command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    print(f"  command: {' '.join([sys.executable] + sys.argv)}")
     print(f"  torch {torch.__version__}, {os.cpu_count()} CPUs, 1 intra-op thread per rank; "
           f"configurations: {', '.join(configs)}")
-    print("  same mode on every side: blocking all_reduce (async_op=False); DDP with its default"
-          "\n  buckets (25 MiB cap, 1 MiB first), broadcast_buffers=True, the same model, data "
-          "and seed")
+    print("  same mode on every side: blocking all_reduce (async_op=False); DDP with default"
+          "\n  bucket sizes (25 MiB cap, 1 MiB first: one 2.1 MB bucket here) and "
+          "broadcast_buffers=True;\n  the same model, data and seed")
     sys.stdout.flush()
 
     runs = {c: [] for c in configs}
