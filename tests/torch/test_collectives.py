@@ -224,7 +224,32 @@ def every_collective(rank, world):
     return c.failures, c.compared_with_gloo
 
 
+def poll_while_the_completer_waits(rank, world):
+    """is_completed() answers at once while the future's completer thread waits."""
+    import time
+    t = torch.ones(4)
+    if rank != 0:
+        time.sleep(1.5)  # joins late
+        dist.all_reduce(t)
+        return None
+    work = dist.all_reduce(t, async_op=True)
+    future = work.get_future()
+    time.sleep(0.1)
+    start = time.monotonic()
+    early = work.is_completed()
+    took = time.monotonic() - start
+    future.wait()
+    return early, took, work.is_completed(), t.tolist()
+
+
 class EveryCollective(unittest.TestCase):
+    def test_is_completed_does_not_block_while_a_future_is_pending(self):
+        early, took, late, values = run_ranks(poll_while_the_completer_waits, world_size=2)[0]
+        self.assertFalse(early)
+        self.assertLess(took, 0.05, f"is_completed() took {took:.3f} s")
+        self.assertTrue(late)
+        self.assertEqual(values, [2.0] * 4)
+
     def test_every_collective_matches_the_reference_and_torch_gloo(self):
         results = run_ranks(every_collective, world_size=WORLD, timeout_s=120)
         failures = [f for r in sorted(results) for f in results[r][0]]

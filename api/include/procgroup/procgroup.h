@@ -315,7 +315,8 @@ PG_API pg_status_t pg_recv(pg_group_t group, const pg_buffer_t* buffer,
 
 /* ---- Works --------------------------------------------------------------------- */
 
-/* PG_OK when completed successfully, PG_PENDING when still running, else the error. */
+/* PG_OK when completed successfully, PG_PENDING when still running, else the error. Never
+ * blocks, also while another thread waits for the same work. */
 PG_API pg_status_t pg_work_test(pg_work_t work);
 /* Waits up to timeout_ms (< 0: until the group timeout); PG_PENDING if the wait's own
  * timeout ran out first (the work goes on). */

@@ -81,7 +81,11 @@ Status WorkState::poll_backend_locked(Millis wait_for) {
 }
 
 Status WorkState::test() {
-  std::lock_guard lock(mutex_);
+  // A thread inside wait() holds the lock while it polls the backend (up to 100 ms a
+  // slice): the work is still running then, and that waiter will finish it. test() must
+  // not queue behind it (a torch future's completer thread waits while the user polls).
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return Status(PG_PENDING, "");
   if (done_) return status_;
   if (backend_work_ != nullptr) {
     Status status = poll_backend_locked(Millis(0));
