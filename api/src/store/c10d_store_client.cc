@@ -205,13 +205,11 @@ Result<UniqueFd> C10dStoreClient::open_connection(Deadline deadline) {
 
 Result<C10dStoreClient::Reply> C10dStoreClient::call(std::string_view what, const Bytes& request,
                                                      ReplyKind kind, Deadline deadline) {
-  UniqueFd fd = idle_.take();
-  if (!fd.valid()) {
-    // All pooled connections are busy (or broke): open another, as patiently as at start.
-    auto opened = open_connection(Deadline::after(options_.timeout).min(deadline));
-    if (!opened.ok()) return fail(what, opened.status());
-    fd = std::move(opened).value();
-  }
+  // All pooled connections busy (or broken): open another, as patiently as at start.
+  auto taken = idle_.take_or_open(
+      [&] { return open_connection(Deadline::after(options_.timeout).min(deadline)); });
+  if (!taken.ok()) return fail(what, taken.status());
+  UniqueFd fd = std::move(taken).value();
   // On any error fd is dropped, and a server drops a closed connection's WAIT with it.
   Status sent = send_all(fd.get(), request, deadline);
   if (!sent.ok()) return fail(what, sent);

@@ -143,12 +143,16 @@ Status recv_exact(int fd, std::span<uint8_t> out, Deadline deadline) {
   return ok_status();
 }
 
-UniqueFd IdleConnections::take() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.empty()) return UniqueFd();
-  UniqueFd fd = std::move(idle_.back());
-  idle_.pop_back();
-  return fd;
+Result<UniqueFd> IdleConnections::take_or_open(const std::function<Result<UniqueFd>()>& open) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      UniqueFd fd = std::move(idle_.back());
+      idle_.pop_back();
+      return fd;
+    }
+  }
+  return open();
 }
 
 void IdleConnections::give_back(UniqueFd fd) {

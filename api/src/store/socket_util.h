@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -87,8 +88,8 @@ Status recv_exact(int fd, std::span<uint8_t> out, Deadline deadline);
 class IdleConnections {
  public:
   explicit IdleConnections(size_t max_idle) : max_idle_(max_idle) {}
-  // An idle connection, or an invalid one when none is idle.
-  UniqueFd take();
+  // An idle connection, or a new one from open() when none is idle.
+  Result<UniqueFd> take_or_open(const std::function<Result<UniqueFd>()>& open);
   // Kept for the next request unless max_idle are idle already.
   void give_back(UniqueFd fd);
 

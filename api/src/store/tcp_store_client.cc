@@ -169,13 +169,11 @@ Status TcpStoreClient::handshake(int fd, Deadline deadline, bool* fatal) {
 
 Result<TcpStoreClient::Reply> TcpStoreClient::call(std::string_view what, const Bytes& request,
                                                    Op expect, Deadline deadline) {
-  UniqueFd fd = idle_.take();
-  if (!fd.valid()) {
-    // All pooled connections are busy (or broke): open another, as patiently as at start.
-    auto opened = open_connection(Deadline::after(options_.timeout).min(deadline));
-    if (!opened.ok()) return fail(what, opened.status());
-    fd = std::move(opened).value();
-  }
+  // All pooled connections busy (or broken): open another, as patiently as at start.
+  auto taken = idle_.take_or_open(
+      [&] { return open_connection(Deadline::after(options_.timeout).min(deadline)); });
+  if (!taken.ok()) return fail(what, taken.status());
+  UniqueFd fd = std::move(taken).value();
   // On any I/O error fd is dropped: a late reply must never answer the next request.
   Status sent = send_all(fd.get(), request, deadline);
   if (!sent.ok()) return fail(what, sent);
