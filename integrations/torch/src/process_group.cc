@@ -1,5 +1,7 @@
 #include "process_group.h"
 
+#include <Python.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -79,11 +81,15 @@ ProcessGroupProcgroup::ProcessGroupProcgroup(const c10::intrusive_ptr<c10d::Stor
 }
 
 ProcessGroupProcgroup::~ProcessGroupProcgroup() {
+  // Python's garbage collector destroys us holding the GIL, while the completer may need it
+  // to free the last reference to a tensor Python still knows: let it go while we wait.
+  PyThreadState* python = PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   // Destroying a group finishes its works (bounded by the timeout), so the completer's
   // queue drains before it stops.
   if (cuda_group_ != nullptr) pg_group_destroy(cuda_group_);
   if (cpu_group_ != nullptr) pg_group_destroy(cpu_group_);
   completer_->stop();
+  if (python != nullptr) PyEval_RestoreThread(python);
 }
 
 pg_group_t ProcessGroupProcgroup::create_group(bool cuda, int device_index) {
@@ -213,11 +219,7 @@ WorkPtr ProcessGroupProcgroup::allgather(std::vector<std::vector<at::Tensor>>& o
 
 WorkPtr ProcessGroupProcgroup::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(output.numel() == getSize() * input.numel(),
-              "procgroup _allgather_base: the output must hold ", getSize(), " x ",
-              input.numel(), " elements, got ", output.numel());
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.device() == input.device(),
-              "procgroup _allgather_base: output and input must share dtype and device");
+  check_pair(output, "output", input, getSize(), "_allgather_base");
   pg_buffer_t in = to_buffer(input, Use::kMove, "_allgather_base");
   pg_buffer_t out = to_buffer(output, Use::kMove, "_allgather_base");
   return run(OpType::_ALLGATHER_BASE, "_allgather_base", pg_allgather, group_for(input.device()),
@@ -297,11 +299,7 @@ WorkPtr ProcessGroupProcgroup::reduce_scatter(std::vector<at::Tensor>& outputs,
 
 WorkPtr ProcessGroupProcgroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(input.numel() == getSize() * output.numel(),
-              "procgroup _reduce_scatter_base: the input must hold ", getSize(), " x ",
-              output.numel(), " elements, got ", input.numel());
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.device() == input.device(),
-              "procgroup _reduce_scatter_base: output and input must share dtype and device");
+  check_pair(input, "input", output, getSize(), "_reduce_scatter_base");
   pg_buffer_t in = to_buffer(input, Use::kReduce, "_reduce_scatter_base");
   pg_buffer_t out = to_buffer(output, Use::kReduce, "_reduce_scatter_base");
   pg_op_options_t o = op_options(opts.timeout);
@@ -320,10 +318,7 @@ WorkPtr ProcessGroupProcgroup::alltoall_base(at::Tensor& output, at::Tensor& inp
       in_rows >= 0 && in_rows == out_rows,
       "procgroup alltoall_base: only equal splits are supported (every rank sends and "
       "receives the same number of rows to and from each rank)");
-  TORCH_CHECK(output.numel() == input.numel() && output.scalar_type() == input.scalar_type() &&
-                  output.device() == input.device(),
-              "procgroup alltoall_base: output and input must have the same numel, dtype and "
-              "device");
+  check_pair(output, "output", input, 1, "alltoall_base");
   pg_buffer_t in = to_buffer(input, Use::kMove, "alltoall_base");
   pg_buffer_t out = to_buffer(output, Use::kMove, "alltoall_base");
   return run(OpType::ALLTOALL_BASE, "alltoall_base", pg_alltoall, group_for(input.device()), &in,

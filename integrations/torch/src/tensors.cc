@@ -87,6 +87,16 @@ void check_same_layout(const std::vector<at::Tensor>& tensors, const at::Tensor&
   }
 }
 
+void check_pair(const at::Tensor& big, const char* big_name, const at::Tensor& small,
+                int64_t times, const char* call) {
+  TORCH_CHECK(big.numel() == times * small.numel(), "procgroup ", call, ": the ", big_name,
+              " must hold ", times, " x ", small.numel(), " elements, got ", big.numel());
+  TORCH_CHECK(big.scalar_type() == small.scalar_type() && big.device() == small.device(),
+              "procgroup ", call, ": output and input must share dtype and device (got ",
+              big.scalar_type(), " on ", big.device(), " and ", small.scalar_type(), " on ",
+              small.device(), ")");
+}
+
 pg_reduce_op_t to_reduce_op(const c10d::ReduceOp& op, const at::Tensor& tensor,
                             const char* call) {
   const bool is_bool = tensor.scalar_type() == at::kBool;

@@ -27,6 +27,11 @@ const at::Tensor& single_tensor(const std::vector<at::Tensor>& tensors, const ch
 void check_same_layout(const std::vector<at::Tensor>& tensors, const at::Tensor& like,
                        const char* call);
 
+// The two tensors of a one-buffer call (_allgather_base, _reduce_scatter_base,
+// alltoall_base): the same dtype and device, and big holding `times` x small's elements.
+void check_pair(const at::Tensor& big, const char* big_name, const at::Tensor& small,
+                int64_t times, const char* call);
+
 pg_reduce_op_t to_reduce_op(const c10d::ReduceOp& op, const at::Tensor& tensor, const char* call);
 
 // The op's timeout (torch's kUnsetTimeout: the group's) and the other fields.
