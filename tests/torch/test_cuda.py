@@ -21,6 +21,10 @@ def why_not():
     major, minor = (int(x) for x in torch.__version__.split(".")[:2])
     if (major, minor) < (2, 2):
         return f"torch {torch.__version__} cannot name its CUDA stream to a plugin (needs 2.2)"
+    try:
+        import procgroup_torch  # noqa: F401
+    except ImportError as error:  # a build packed from another machine's torch
+        return f"procgroup_torch does not load here: {error}"
     return ""
 
 

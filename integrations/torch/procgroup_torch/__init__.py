@@ -10,7 +10,16 @@ world size, timeout and the rendezvous store are torch's. CPU tensors go to that
 import torch
 import torch.distributed as dist
 
-from . import _C
+# Filled in by CMake: the torch the extension was compiled against.
+_BUILT_FOR_TORCH = "@Torch_VERSION@"
+
+try:
+    from . import _C
+except ImportError as error:
+    raise ImportError(
+        f"procgroup_torch's extension was built for torch {_BUILT_FOR_TORCH} and does not load "
+        f"into torch {torch.__version__}: rebuild integrations/torch against this torch "
+        f"({error})") from error
 from ._C import ProcessGroupProcgroup
 
 __all__ = ["ProcessGroupProcgroup", "BACKEND_NAME", "plugin"]
