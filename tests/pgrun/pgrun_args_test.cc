@@ -56,7 +56,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadArguments{"PortOutOfRange", {"--master-port", "70000"}, true, "--master-port"},
         BadArguments{
             "StandaloneMultiNode", {"--standalone", "--nnodes", "2"}, true, "--standalone"},
-        BadArguments{"NegativeGrace", {"--kill-grace", "-1"}, true, "--kill-grace"}),
+        BadArguments{"NegativeGrace", {"--kill-grace", "-1"}, true, "--kill-grace"},
+        BadArguments{"NanGrace",
+                     {"--kill-grace", "nan"},
+                     true,
+                     "--kill-grace must be a number of seconds in [0, 86400], got nan"},
+        BadArguments{"InfiniteGrace", {"--kill-grace", "inf"}, true, "got inf"},
+        BadArguments{"GraceOverADay", {"--kill-grace", "86401"}, true, "got 86401"}),
     [](const ::testing::TestParamInfo<BadArguments>& case_info) { return case_info.param.name; });
 
 TEST(PgrunArgs, MissingProgramExits127LikeAShell) {

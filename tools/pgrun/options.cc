@@ -2,11 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <string_view>
 
 namespace procgroup::pgrun {
 namespace {
+
+constexpr int kMaxKillGraceSeconds = 86400;
 
 constexpr std::string_view kDescription =
     "pgrun: start N local ranks of PROGRAM with torchrun's env:// variables, prefix their "
@@ -93,9 +96,14 @@ ParsedOptions validate(Options options) {
         "--master-port is required when --nnodes > 1 (every node must use the same "
         "port)");
   }
-  // Bounded so the deadline arithmetic cannot overflow; a day is more than any shutdown needs.
-  if (options.kill_grace_s > 86400) {
-    return usage_error("--kill-grace must be at most 86400 seconds");
+  // Finite and bounded so the deadline arithmetic cannot overflow or go NaN; a day is more than
+  // any shutdown needs.
+  if (!std::isfinite(options.kill_grace_s) || options.kill_grace_s < 0 ||
+      options.kill_grace_s > kMaxKillGraceSeconds) {
+    char got[32];
+    std::snprintf(got, sizeof(got), "%g", options.kill_grace_s);
+    return usage_error("--kill-grace must be a number of seconds in [0, " +
+                       std::to_string(kMaxKillGraceSeconds) + "], got " + got);
   }
   if (options.master_addr.empty()) return usage_error("--master-addr must not be empty");
   ParsedOptions parsed;
@@ -141,8 +149,7 @@ ParsedOptions parse_options(int argc, char** argv) {
          "Pass the ranks' output through untouched (ranks write to pgrun's stdout/stderr)")
       ->excludes(tee_prefix);
   app.add_option("--kill-grace,--kill_grace", options.kill_grace_s,
-                 "Seconds between SIGTERM and SIGKILL when stopping ranks")
-      ->check(CLI::NonNegativeNumber)
+                 "Seconds between SIGTERM and SIGKILL when stopping ranks, in [0, 86400]")
       ->capture_default_str();
 
   std::string token_mode = "auto";
