@@ -4,21 +4,26 @@
 //   env                print RANK, WORLD_SIZE, ... MASTER_PORT, PGRUN_TEST_INHERITED as KEY=VALUE
 //   out TEXT | err TEXT  write TEXT and a newline to stdout | stderr
 //   partial TEXT       write TEXT to stdout without a newline
+//   bar TEXT           redraw a progress bar in place: "\r\033[K" and TEXT, no newline
 //   lines N            write N numbered lines to stdout, each in three write() calls, so that
 //                      a launcher passing bytes through unbuffered would interleave them
+//   nofile             print "nofile=N", N the soft RLIMIT_NOFILE this rank got
 //   exit CODE          exit now
 //   exit-if R CODE     exit now with CODE if this is rank R
 //   kill-if R SIG      raise SIG if this is rank R
 //   ignore-term        ignore SIGTERM
 //   catch DIR CODE     on SIGTERM/SIGINT: write the signal number to DIR/signal.RANK, print
 //                      "caught signal N", exit CODE
-//   ready DIR          create DIR/ready.RANK (tests wait for it before sending signals)
+//   ready DIR          write this rank's pid to DIR/ready.RANK (tests wait for it before
+//                      sending signals)
 //   wait-ready DIR N   wait until DIR/ready.0 .. ready.N-1 all exist
+//   wait-file PATH     wait until PATH exists (the test creates it)
 //   grandchild DIR     fork a child that writes its pid to DIR/grandchild.RANK and sleeps 60 s
 //   sleep SECONDS      sleep (a caught signal ends it, see catch)
 //
 // Every file is written under a temporary name and renamed, so readers never see it half done.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -100,17 +105,20 @@ void print_lines(int count) {
   }
 }
 
+void wait_file(const std::filesystem::path& path, std::chrono::steady_clock::time_point deadline) {
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      write_fd(STDERR_FILENO, "pgrun_probe: timed out waiting for " + path.string() + "\n");
+      std::exit(99);
+    }
+    sleep_for(0.01);
+  }
+}
+
 void wait_ready(const std::string& dir, int count) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (int r = 0; r < count; ++r) {
-    const auto path = std::filesystem::path(dir) / ("ready." + std::to_string(r));
-    while (!std::filesystem::exists(path)) {
-      if (std::chrono::steady_clock::now() > end) {
-        write_fd(STDERR_FILENO, "pgrun_probe: timed out waiting for " + path.string() + "\n");
-        std::exit(99);
-      }
-      sleep_for(0.01);
-    }
+    wait_file(std::filesystem::path(dir) / ("ready." + std::to_string(r)), end);
   }
 }
 
@@ -147,8 +155,14 @@ int main(int argc, char** argv) {
       write_fd(STDERR_FILENO, arg(++i) + "\n");
     } else if (action == "partial") {
       write_fd(STDOUT_FILENO, arg(++i));
+    } else if (action == "bar") {
+      write_fd(STDOUT_FILENO, "\r\033[K" + arg(++i));
     } else if (action == "lines") {
       print_lines(std::stoi(arg(++i)));
+    } else if (action == "nofile") {
+      rlimit limit{};
+      ::getrlimit(RLIMIT_NOFILE, &limit);
+      write_fd(STDOUT_FILENO, "nofile=" + std::to_string(limit.rlim_cur) + "\n");
     } else if (action == "exit") {
       std::exit(std::stoi(arg(++i)));
     } else if (action == "exit-if") {
@@ -167,10 +181,12 @@ int main(int argc, char** argv) {
       std::signal(SIGTERM, on_signal);
       std::signal(SIGINT, on_signal);
     } else if (action == "ready") {
-      write_file(rank_file(arg(++i), "ready"), "");
+      write_file(rank_file(arg(++i), "ready"), std::to_string(::getpid()));
     } else if (action == "wait-ready") {
       const std::string dir = arg(++i);
       wait_ready(dir, std::stoi(arg(++i)));
+    } else if (action == "wait-file") {
+      wait_file(arg(++i), std::chrono::steady_clock::now() + std::chrono::seconds(30));
     } else if (action == "grandchild") {
       start_grandchild(arg(++i));
     } else if (action == "sleep") {

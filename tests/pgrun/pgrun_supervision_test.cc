@@ -135,5 +135,24 @@ TEST(PgrunSupervision, RanksDyingOfAForwardedSignalGive128PlusSignal) {
   EXPECT_LT(r.seconds, 15.0);
 }
 
+TEST(PgrunSupervision, RanksDieWithAKilledPgrun) {
+  // SIGKILL leaves pgrun no chance to stop the ranks: they must not run on as orphans.
+  TempDir dir;
+  Subprocess pgrun(
+      {PGRUN_PATH, "--nproc-per-node", "2", PGRUN_PROBE_PATH, "ready", dir.str(), "sleep", "30"});
+  ASSERT_TRUE(wait_for_files({dir.path() / "ready.0", dir.path() / "ready.1"}, 30));
+  ASSERT_EQ(::kill(pgrun.pid(), SIGKILL), 0);
+  const ProcessResult r = pgrun.wait(30);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  for (const char* rank : {"0", "1"}) {
+    const pid_t pid = std::stoi(read_file(dir.path() / (std::string("ready.") + rank)));
+    for (int i = 0; i < 500 && !process_is_dead(pid); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(process_is_dead(pid)) << "rank " << rank << " outlived pgrun";
+    if (!process_is_dead(pid)) ::kill(pid, SIGKILL);
+  }
+}
+
 }  // namespace
 }  // namespace procgroup::testing

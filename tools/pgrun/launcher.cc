@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "output_prefixer.h"
+#include "resources.h"
 #include "signal_fd.h"
 #include "spawn.h"
 #include "store_token.h"
@@ -120,6 +121,13 @@ class Supervisor {
 };
 
 void Supervisor::start_ranks() {
+  // Before anything is allocated or forked: a job that cannot fit must not start a single rank.
+  const ResourcePlan resources = plan_resources(options_.nproc_per_node, options_.prefix_output);
+  if (!resources.error.empty()) {
+    say(resources.error);
+    exit_code_ = 1;
+    return;
+  }
   // Rank 0 gets pgrun's stdin like mpirun's rank 0, but not a terminal: a rank in its own
   // process group reading the terminal would be stopped by SIGTTIN.
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -154,6 +162,7 @@ void Supervisor::start_ranks() {
     if (!token.env_entry.empty()) overrides.push_back(token.env_entry);
     request.env = environment_with(overrides);
     request.signal_mask = &signals_.original_mask();
+    if (resources.child_nofile) request.nofile_limit = &*resources.child_nofile;
     if (local != 0 || !share_stdin) request.stdin_fd = dev_null.get();
 
     UniqueFd write_ends[2];
@@ -179,12 +188,19 @@ void Supervisor::start_ranks() {
 
     const SpawnResult child = spawn_process(request);
     if (child.error != 0) {
-      // The same program for every rank: if one cannot start, none can run the job.
-      say("cannot execute " + options_.command.front() + ": " + std::strerror(child.error));
       rank.streams[0] = Stream{};
       rank.streams[1] = Stream{};
-      exit_code_ = (child.error == ENOENT || child.error == ENOTDIR) ? kCannotFindExitCode
-                                                                     : kCannotExecuteExitCode;
+      if (!child.forked) {
+        // Out of processes or memory: the ranks started so far cannot run the job alone.
+        say("cannot start rank " + std::to_string(rank.rank) +
+            ": fork: " + std::strerror(child.error));
+        exit_code_ = 1;
+      } else {
+        // The same program for every rank: if one cannot start, none can run the job.
+        say("cannot execute " + options_.command.front() + ": " + std::strerror(child.error));
+        exit_code_ = (child.error == ENOENT || child.error == ENOTDIR) ? kCannotFindExitCode
+                                                                       : kCannotExecuteExitCode;
+      }
       begin_stop(SIGTERM);
       return;
     }

@@ -1,7 +1,9 @@
-// Starts one rank with posix_spawnp: PATH lookup like a shell, its own process group (so pgrun
-// can signal the rank together with its children, and a terminal's Ctrl-C reaches pgrun only),
-// the given environment and standard streams, and SIGPIPE back at its default. posix_spawnp
-// reports a failed exec as an error number, which becomes pgrun's "cannot execute" message.
+// Starts one rank with fork and execvpe: PATH lookup like a shell, its own process group (so
+// pgrun can signal the rank together with its children, and a terminal's Ctrl-C reaches pgrun
+// only), the given environment and standard streams, and SIGPIPE back at its default. The rank
+// gets PR_SET_PDEATHSIG(SIGKILL), so it dies with pgrun even when pgrun is SIGKILLed and cannot
+// stop it. A failed exec comes back as an error number, which becomes pgrun's "cannot execute"
+// message.
 //
 //   SpawnRequest request{.argv = command, .env = env, .stdout_fd = pipe_write_end};
 //   SpawnResult child = spawn_process(request);
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <string>
@@ -23,11 +26,13 @@ struct SpawnRequest {
   int stdin_fd = -1;                      // -1: inherit pgrun's
   int stdout_fd = -1;                     // -1: inherit pgrun's
   int stderr_fd = -1;                     // -1: inherit pgrun's
+  const rlimit* nofile_limit = nullptr;   // the child's RLIMIT_NOFILE; nullptr: pgrun's
 };
 
 struct SpawnResult {
   pid_t pid = -1;
-  int error = 0;  // errno of the failed spawn or exec; 0 on success
+  int error = 0;        // errno of the failed fork or exec; 0 on success
+  bool forked = false;  // false: fork itself failed (no process was created)
 };
 
 SpawnResult spawn_process(const SpawnRequest& request);
