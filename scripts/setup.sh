@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages in scripts/packages.txt (skipped when all are present),
-# then configures and builds procgroup into build/ with the default preset.
+# then configures and builds procgroup into build/ with the default preset: the given
+# targets only (scripts/main.sh: what the main job runs), or everything without arguments
+# (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +20,8 @@ if ((${#missing[@]})); then
 fi
 
 cmake --preset default
-cmake --build --preset default
+if (($#)); then
+  cmake --build --preset default --target "$@"
+else
+  cmake --build --preset default
+fi
