@@ -70,6 +70,12 @@ Task reduce_binomial(Op& op);
 Task reduce_chain(Op& op);
 Task gather_linear(Op& op);
 Task scatter_linear(Op& op);
+// Runs a broadcast or scatter (inner), then every other rank confirms to the root with a
+// zero-byte message, which the root awaits: its data only leaves it, so without this the
+// root would return PG_OK while a rank that passed another count, dtype or root failed.
+// A rank that wrongly thinks it is the root sends its data where the root expects a
+// confirmation: both fail with PG_ERR_MISMATCH. Costs the root one message latency.
+Task confirmed_by_receivers(Op& op, Task inner);
 
 // ucx_exchange.cc
 Task allgather_bruck(Op& op);

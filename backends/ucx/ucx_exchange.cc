@@ -80,14 +80,14 @@ Task barrier_dissemination(Op& op) {
 
 Task send_message(Op& op) {
   Io io(op);
-  io.send_tagged(op.desc.peer, op.plan.in, op.plan.bytes(), tags::p2p(op.rank, op.desc.tag));
+  io.send_tagged(op.desc.peer, op.plan.in, op.plan.bytes(), tags::p2p(op.rank, op.desc.tag, op.plan.dtype));
   UCX_CO_TRY(co_await io);
   co_return Status{};
 }
 
 Task recv_message(Op& op) {
   Io io(op);
-  io.recv_tagged(op.desc.peer, op.plan.out, op.plan.bytes(), tags::p2p(op.desc.peer, op.desc.tag));
+  io.recv_tagged(op.desc.peer, op.plan.out, op.plan.bytes(), tags::p2p(op.desc.peer, op.desc.tag, op.plan.dtype));
   UCX_CO_TRY(co_await io);
   co_return Status{};
 }

@@ -4,7 +4,9 @@
 #include <limits>
 #include <string>
 
+#include "op_fingerprint.h"
 #include "ucx_group.h"
+#include "ucx_reduce.h"
 #include "ucx_resources.h"
 #include "ucx_tags.h"
 
@@ -18,28 +20,86 @@ std::string describe(bool is_recv, size_t bytes, int peer) {
          (is_recv ? "from" : "to") + " rank " + std::to_string(peer);
 }
 
-// How a completed request ended: UCX's status, and for a receive whether the message had
-// the size this rank expected (ranks that passed different counts). UCX reports a larger
-// message as truncated (it wrote nothing past the buffer) and a smaller one as a short
-// length; either is PG_ERR_MISMATCH naming both sizes.
-Status outcome(bool is_recv, ucs_status_t status, uint64_t length, uint64_t expected, int peer) {
-  const std::string who = "rank " + std::to_string(peer);
-  const bool truncated = status == UCS_ERR_MESSAGE_TRUNCATED;
-  if (is_recv && (truncated || (status == UCS_OK && expected != kAnySize && length != expected))) {
-    const std::string sent = length != kAnySize && length != expected
-                                 ? std::to_string(length) + " bytes"
-                                 : "more than " + std::to_string(expected) + " bytes";
-    return Status::error(PG_ERR_MISMATCH, "recv of " + std::to_string(expected) + " bytes from " +
-                                              who + ": " + who + " sent " + sent +
-                                              " (the ranks passed different counts)");
+// "dtype i32 where this rank passed f32, reduce op max where this rank passed sum": the
+// fields of two fingerprints that differ, but for root and count ("" when only they do).
+std::string differences(uint16_t theirs, uint16_t mine) {
+  const OpFingerprint::Fields t = OpFingerprint{theirs}.fields();
+  const OpFingerprint::Fields m = OpFingerprint{mine}.fields();
+  std::string text;
+  auto add = [&](const std::string& what, const char* got, const char* want) {
+    text += (text.empty() ? "" : ", ") + what + " " + got + " where this rank passed " + want;
+  };
+  if (t.op != m.op) add("operation", op_name(pg_op_t(t.op)), op_name(pg_op_t(m.op)));
+  if (t.dtype != m.dtype) {
+    add("dtype", dtype_name(pg_dtype_t(t.dtype)), dtype_name(pg_dtype_t(m.dtype)));
   }
-  if (status == UCS_OK) return {};
-  if (status == UCS_ERR_CANCELED) {
-    return Status::error(PG_ERR_ABORTED,
-                         (is_recv ? "recv from " : "send to ") + who + ": cancelled");
+  if (t.reduce_op != m.reduce_op && t.op == m.op) {
+    add("reduce op", reduce_op_name(pg_reduce_op_t(t.reduce_op)),
+        reduce_op_name(pg_reduce_op_t(m.reduce_op)));
   }
-  return Status::error(status_of(status), (is_recv ? "recv from " : "send to ") + who + ": " +
-                                              ucs_status_string(status));
+  return text;
+}
+
+// How a completed receive ended besides UCX's status: whether its sender passed the same
+// arguments (the bits of its tag this rank's receive did not match on) and the size this
+// rank expected. UCX reports a larger message as truncated (it wrote nothing past the
+// buffer) and a smaller one as a short length. Any difference is PG_ERR_MISMATCH.
+Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, uint64_t sender_tag) {
+  const bool arrived = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
+  if (!slot.is_recv || !arrived) return {};
+  const std::string who = "rank " + std::to_string(slot.peer);
+  const std::string head =
+      "recv of " + std::to_string(slot.expected) + " bytes from " + who + ": " + who;
+  const bool sized = length != kAnySize && length != slot.expected;
+  const std::string sent = sized ? std::to_string(length) + " bytes"
+                                 : "more than " + std::to_string(slot.expected) + " bytes";
+  std::string args;  // what the sender passed otherwise, as far as the tag tells
+  bool other_args = false;
+  if (slot.check == Check::kCollective || slot.check == Check::kConfirm) {
+    const uint16_t theirs = tags::fingerprint_of(sender_tag), mine = tags::fingerprint_of(slot.tag);
+    other_args = theirs != mine;
+    args = differences(theirs, mine);
+  } else if (slot.check == Check::kP2p) {
+    const int theirs = tags::p2p_dtype(sender_tag), mine = tags::p2p_dtype(slot.tag);
+    other_args = theirs != mine;
+    if (other_args) {
+      args = std::string("dtype ") + dtype_name(pg_dtype_t(theirs)) + " where this rank passed " +
+             dtype_name(pg_dtype_t(mine));
+    }
+  }
+  const bool other_size = status == UCS_ERR_MESSAGE_TRUNCATED || length != slot.expected;
+  if (slot.check == Check::kConfirm && (other_size || other_args)) {
+    // Only a rank that thinks it is the root sends this rank data in a rooted collective.
+    return Status::error(PG_ERR_MISMATCH, who + " sent " + sent + " where this rank, the root, " +
+                                              "expected its confirmation: the ranks passed " +
+                                              "different roots" +
+                                              (args.empty() ? "" : " (" + args + ")"));
+  }
+  if (!args.empty()) {
+    return Status::error(PG_ERR_MISMATCH, head + " called this operation with other arguments (" +
+                                              args + ")" +
+                                              (other_size ? "; it sent " + sent : ""));
+  }
+  if (other_size) {
+    return Status::error(PG_ERR_MISMATCH,
+                         head + " sent " + sent + " (the ranks passed different counts)");
+  }
+  if (other_args) {
+    return Status::error(PG_ERR_MISMATCH,
+                         head + " called this operation with another root or count");
+  }
+  return {};
+}
+
+// How a completed request ended: a mismatch (above), else UCX's status.
+Status outcome(const RequestSlot& slot, ucs_status_t status, uint64_t length,
+               uint64_t sender_tag) {
+  Status st = checked(slot, status, length, sender_tag);
+  if (!st.ok() || status == UCS_OK) return st;
+  const std::string who = "rank " + std::to_string(slot.peer);
+  const char* what = slot.is_recv ? "recv from " : "send to ";
+  if (status == UCS_ERR_CANCELED) return Status::error(PG_ERR_ABORTED, what + who + ": cancelled");
+  return Status::error(status_of(status), what + who + ": " + ucs_status_string(status));
 }
 
 }  // namespace
@@ -79,29 +139,49 @@ Io::~Io() {
 }
 
 void Io::send(int peer, const void* data, size_t bytes, uint64_t step) {
-  post(false, peer, const_cast<void*>(data), bytes, tags::collective(op_.rank, op_.number, step),
-       kAnySize);
+  post(false, peer, const_cast<void*>(data), bytes,
+       tags::collective(op_.rank, op_.number, step, op_.fingerprint), Check::kNone);
 }
 
 void Io::recv(int peer, void* data, size_t bytes, uint64_t step) {
-  post(true, peer, data, bytes, tags::collective(peer, op_.number, step), bytes);
+  post(true, peer, data, bytes, tags::collective(peer, op_.number, step, op_.fingerprint),
+       Check::kCollective);
 }
 
 void Io::recv_reduce(int peer, ReduceInto* into, uint64_t step) {
-  post(true, peer, into, into->bytes, tags::collective(peer, op_.number, step), into->bytes,
-       op_.group->reduce_datatype());
+  post(true, peer, into, into->bytes, tags::collective(peer, op_.number, step, op_.fingerprint),
+       Check::kCollective, op_.group->reduce_datatype());
 }
 
 void Io::send_tagged(int peer, const void* data, size_t bytes, uint64_t tag) {
-  post(false, peer, const_cast<void*>(data), bytes, tag, kAnySize);
+  post(false, peer, const_cast<void*>(data), bytes, tag, Check::kNone);
 }
 
 void Io::recv_tagged(int peer, void* data, size_t bytes, uint64_t tag) {
-  post(true, peer, data, bytes, tag, bytes);
+  post(true, peer, data, bytes, tag, Check::kP2p);
 }
 
-void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, uint64_t expected,
+// The highest step: no algorithm gets there within one collective between one pair.
+constexpr uint64_t kConfirmStep = tags::kStepBits >> 16;
+
+void Io::send_confirm(int peer) {
+  static const std::byte kNothing[1] = {};
+  post(false, peer, const_cast<std::byte*>(kNothing), 0,
+       tags::collective(op_.rank, op_.number, kConfirmStep, op_.fingerprint), Check::kNone);
+}
+
+void Io::recv_confirm(int peer) {
+  static std::byte sink[1];  // zero bytes are written; a larger message is truncated
+  post(true, peer, sink, 0, tags::collective(peer, op_.number, kConfirmStep, op_.fingerprint),
+       Check::kConfirm);
+}
+
+void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Check check,
               ucp_datatype_t datatype) {
+  const uint64_t mask = check == Check::kCollective ? tags::kCollectiveMatch
+                        : check == Check::kConfirm  ? tags::kConfirmMatch
+                        : check == Check::kP2p      ? tags::kP2pMatch
+                                                    : tags::kFullMask;
   UcxGroup* group = op_.group;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -121,7 +201,7 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, ui
     // this call: denying immediate completion makes it report every length to on_recv.
     param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = &Io::on_recv;
-    request = ucp_tag_recv_nbx(group->worker(), data, bytes, tag, tags::kFullMask, &param);
+    request = ucp_tag_recv_nbx(group->worker(), data, bytes, tag, mask, &param);
     if (request == nullptr)
       return fail(PG_ERR_BACKEND, describe(true, bytes, peer) + ": UCX completed it unreported");
   } else {
@@ -136,18 +216,22 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, ui
     const ucs_status_t st = UCS_PTR_STATUS(request);
     return fail(status_of(st), describe(is_recv, bytes, peer) + ": " + ucs_status_string(st));
   }
+  RequestSlot mine{};
+  mine.expected = is_recv ? bytes : kAnySize;
+  mine.tag = tag;
+  mine.peer = peer;
+  mine.is_recv = is_recv;
+  mine.check = check;
   if (request == early_.request) {  // completed and released inside the call
-    Status st = outcome(is_recv, early_.status, early_.length, expected, peer);
+    Status st = outcome(mine, early_.status, early_.length, early_.sender_tag);
     if (!st.ok()) fail(st.code, std::move(st.message));
     early_ = Early{};
     return;
   }
   auto* slot = static_cast<RequestSlot*>(request);
+  *slot = mine;
   slot->io = this;
   slot->op = &op_;
-  slot->peer = peer;
-  slot->is_recv = is_recv;
-  slot->expected = expected;
   attach(slot);
 }
 
@@ -207,27 +291,30 @@ void Io::cancel_receives(ucp_worker_h worker) {
 void Io::init_slot(void* request) { *static_cast<RequestSlot*>(request) = RequestSlot{}; }
 
 void Io::on_send(void* request, ucs_status_t status, void* user_data) {
-  finish(request, status, kAnySize, user_data);
+  finish(request, status, kAnySize, 0, user_data);
 }
 
 void Io::on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                  void* user_data) {
   // A truncated message's length is the sender's (UCX wrote only what fitted).
   const bool sized = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
-  finish(request, status, sized && info != nullptr ? info->length : kAnySize, user_data);
+  const bool known = sized && info != nullptr;
+  finish(request, status, known ? info->length : kAnySize, known ? info->sender_tag : 0,
+         user_data);
 }
 
-void Io::finish(void* request, ucs_status_t status, uint64_t length, void* user_data) {
+void Io::finish(void* request, ucs_status_t status, uint64_t length, uint64_t sender_tag,
+                void* user_data) {
   auto* slot = static_cast<RequestSlot*>(request);
   Op* op = slot->op;
   if (op == nullptr) {  // inside ucp_tag_*_nbx: post() has not attached it yet
-    static_cast<Io*>(user_data)->early_ = Early{request, status, length};
+    static_cast<Io*>(user_data)->early_ = Early{request, status, length, sender_tag};
     ucp_request_free(request);
     return;
   }
   Io* io = slot->io;
   if (io != nullptr) {
-    Status st = outcome(slot->is_recv, status, length, slot->expected, slot->peer);
+    Status st = outcome(*slot, status, length, sender_tag);
     if (!st.ok()) io->fail(st.code, std::move(st.message));
     io->detach(slot);
   }

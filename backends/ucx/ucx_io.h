@@ -1,15 +1,17 @@
 // ucx_io.h — a set of UCX tag sends and receives that a coroutine waits for together.
 //
 //   Io io(op);
-//   io.send(peer, data, bytes, step);     // collective tag: (sender, op.number, step)
-//   io.recv(peer, buffer, bytes, step);   // must receive exactly `bytes`
+//   io.send(peer, data, bytes, step);     // collective tag: (sender, op.number, step, args)
+//   io.recv(peer, buffer, bytes, step);   // must receive exactly `bytes`, of the same args
 //   Status st = co_await io;              // suspends until all completed; first error
 //
 // Requests carry a RequestSlot in the space UCX reserves for the backend in each request
 // (UcpContext::create's request_size): the slot links the request to its Io and Op, so a
 // completion callback needs no allocation and no lookup. Callbacks only account and queue
 // the waiting coroutine; the group resumes it after ucp_worker_progress returns.
-// Posting errors (an unknown or lost peer) are reported by the next co_await.
+// Posting errors (an unknown or lost peer) are reported by the next co_await. A receive
+// whose sender passed other arguments (ucx_tags.h: its fingerprint or dtype differs) or
+// another size fails with PG_ERR_MISMATCH saying what differs.
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_IO_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_IO_H_
 
@@ -27,6 +29,14 @@ namespace procgroup::ucx_backend {
 
 class Io;
 
+// Which bits of the sender's tag a receive checks itself (ucx_tags.h).
+enum class Check : uint8_t {
+  kNone,         // sends
+  kCollective,   // the sender's OpFingerprint
+  kConfirm,      // a root's receive of a confirmation: any step, zero bytes
+  kP2p,          // the sender's dtype
+};
+
 struct RequestSlot {
   Io* io;  // null once its Io was destroyed early (the op still counts the request)
   Op* op;  // null until post() attached the request (UCX zeroes the area at allocation
@@ -34,8 +44,10 @@ struct RequestSlot {
   RequestSlot* prev;
   RequestSlot* next;
   uint64_t expected;  // receives: the exact size required (sends: UINT64_MAX)
+  uint64_t tag;       // receives: the tag posted, with this rank's own arguments in it
   int32_t peer;
   bool is_recv;
+  Check check;
 };
 
 class Io {
@@ -53,9 +65,14 @@ class Io {
   // A collective receive of into->bytes that reduces into into->dst as UCX unpacks it
   // (ucx_recv_reduce.h); *into must stay put until the receive completed.
   void recv_reduce(int peer, ReduceInto* into, uint64_t step);
-  // Point-to-point messages with a ready-made UCP tag; recv, too, must get exactly `bytes`.
+  // Point-to-point messages with a ready-made UCP tag (tags::p2p); recv, too, must get
+  // exactly `bytes` of its own dtype.
   void send_tagged(int peer, const void* data, size_t bytes, uint64_t tag);
   void recv_tagged(int peer, void* data, size_t bytes, uint64_t tag);
+  // A zero-byte message of this collective that says "my part matched" (ucx_rooted.cc);
+  // the receive takes any step, so a peer that sent data here instead is a mismatch.
+  void send_confirm(int peer);
+  void recv_confirm(int peer);
 
   bool idle() const { return pending_ == 0; }
   int pending() const { return pending_; }
@@ -83,12 +100,13 @@ class Io {
                       void* user_data);
 
  private:
-  void post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, uint64_t expected,
+  void post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Check check,
             ucp_datatype_t datatype = ucp_dt_make_contig(1));
   void attach(RequestSlot* slot);
   void detach(RequestSlot* slot);
   void fail(pg_status_t code, std::string message);
-  static void finish(void* request, ucs_status_t status, uint64_t length, void* user_data);
+  static void finish(void* request, ucs_status_t status, uint64_t length, uint64_t sender_tag,
+                     void* user_data);
 
   Op& op_;
   // A request UCX completed (and called back) inside ucp_tag_*_nbx, before post() could
@@ -97,6 +115,7 @@ class Io {
     void* request = nullptr;
     ucs_status_t status = UCS_OK;
     uint64_t length = 0;
+    uint64_t sender_tag = 0;
   } early_;
   int pending_ = 0;
   Status error_;

@@ -46,6 +46,7 @@ struct Op {
   int rank = 0;
   int size = 1;
   uint64_t number = 0;  // collectives: the group's collective counter (same on every rank)
+  uint16_t fingerprint = 0;  // collectives: OpFingerprint of what this rank passed (make_task)
   Clock::time_point deadline;
   Task task;
 

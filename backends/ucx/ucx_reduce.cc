@@ -290,6 +290,11 @@ const char* dtype_name(pg_dtype_t dtype) {
   return dtype > 0 && dtype < PG_DTYPE_COUNT_ ? kNames[dtype] : "invalid";
 }
 
+const char* reduce_op_name(pg_reduce_op_t op) {
+  static const char* const kNames[PG_REDUCE_COUNT_] = {"sum", "avg", "prod", "min", "max"};
+  return op >= 0 && op < PG_REDUCE_COUNT_ ? kNames[op] : "invalid";
+}
+
 void reduce(void* out, const void* a, const void* b, size_t count, pg_dtype_t dtype,
             pg_reduce_op_t op) {
   if (count == 0) return;

@@ -21,6 +21,8 @@ namespace procgroup::ucx_backend {
 size_t dtype_size(pg_dtype_t dtype);
 // "f32", "bf16", ...; "invalid" for anything else.
 const char* dtype_name(pg_dtype_t dtype);
+// "sum", "max", ...; "invalid" for anything else.
+const char* reduce_op_name(pg_reduce_op_t op);
 
 // out[i] = a[i] op b[i] for i < count. out may equal a or b (not overlap them otherwise).
 // AVG reduces as SUM. dtype and op must be valid (validated when the op was issued).

@@ -1,5 +1,6 @@
 // Rooted collectives: broadcast and reduce (binomial trees for small messages, pipelined
-// chains for large ones), gather and scatter (see ucx_algorithms.h).
+// chains for large ones), gather and scatter (see ucx_algorithms.h), and the confirmation
+// that tells a broadcast's or scatter's root that every rank received what it sent.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -214,6 +215,23 @@ Task scatter_linear(Op& op) {
     if (!op.plan.in_place) std::memcpy(op.plan.out, op.plan.in + op.rank * bytes, bytes);
   }
   UCX_CO_TRY(co_await io);
+  co_return Status{};
+}
+
+// ---- Confirmation -------------------------------------------------------------------------
+
+Task confirmed_by_receivers(Op& op, Task inner) {
+  const bool root = op.rank == op.desc.root;
+  Io confirms(op);
+  if (root) {
+    // Posted first: a rank that thinks it is the root sends its data here instead.
+    for (int r = 0; r < op.size; ++r) {
+      if (r != op.rank) confirms.recv_confirm(r);
+    }
+  }
+  UCX_CO_TRY(co_await inner);
+  if (!root) confirms.send_confirm(op.desc.root);
+  UCX_CO_TRY(co_await confirms);
   co_return Status{};
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "op_fingerprint.h"
 #include "ucx_cases.h"
 #include "ucx_recv_reduce.h"
 #include "ucx_reduce.h"
@@ -91,28 +92,63 @@ TEST(UcxInterface, HonoursUcxTls) {
 
 TEST(UcxTags, FieldsDoNotOverlap) {
   using namespace ucx_backend::tags;
-  EXPECT_EQ(source_of(collective(4194303, ~uint64_t{0}, ~uint64_t{0})), 4194303);
-  EXPECT_EQ(collective(3, 1, 2) >> 62, kKindCollective);
-  EXPECT_EQ(p2p(3, ~uint64_t{0}) >> 62, kKindP2p);
+  EXPECT_EQ(source_of(collective(4194303, ~uint64_t{0}, ~uint64_t{0}, 0xFFFF)), 4194303);
+  EXPECT_EQ(collective(3, 1, 2, 0) >> 62, kKindCollective);
+  EXPECT_EQ(p2p(3, ~uint64_t{0}, 15) >> 62, kKindP2p);
   EXPECT_EQ(control(7) & kKindMask, kKindControl << 62);
-  EXPECT_NE(collective(1, 5, 7), collective(2, 5, 7));
-  EXPECT_NE(collective(1, 5, 7), collective(1, 6, 7));
-  EXPECT_NE(p2p(1, 7), p2p(2, 7));
+  EXPECT_NE(collective(1, 5, 7, 0), collective(2, 5, 7, 0));
+  EXPECT_NE(collective(1, 5, 7, 0), collective(1, 6, 7, 0));
+  EXPECT_NE(collective(1, 5, 7, 0), collective(1, 5, 8, 0));
+  EXPECT_NE(p2p(1, 7, 1), p2p(2, 7, 1));
+  // The sender's arguments sit only in the bits receives do not match on.
+  EXPECT_EQ(collective(1, 5, 7, 0), collective(1, 5, 7, 0xFFFF) & kCollectiveMatch);
+  EXPECT_EQ(fingerprint_of(collective(1, ~uint64_t{0}, ~uint64_t{0}, 0x1234)), 0x1234);
+  EXPECT_EQ(collective(1, 5, 7, 3) & kConfirmMatch, collective(1, 5, 9, 0) & kConfirmMatch);
+  EXPECT_NE(collective(1, 5, 7, 3) & kConfirmMatch, collective(1, 6, 7, 3) & kConfirmMatch);
+  EXPECT_EQ(p2p(1, 7, 1) & kP2pMatch, p2p(1, 7, 7) & kP2pMatch);
+  EXPECT_EQ(p2p_dtype(p2p(1, ~uint64_t{0}, 7)), 7);
+  EXPECT_NE(p2p(1, 7, 1) & kP2pMatch, p2p(1, 8, 1) & kP2pMatch);
+}
+
+TEST(UcxFingerprint, TellsApartWhatRanksMustPassAlike) {
+  using ucx_backend::OpFingerprint;
+  auto fp = [](pg_op_t op, pg_dtype_t d, uint64_t n, int root, pg_reduce_op_t r) {
+    return OpFingerprint::collective(op, d, n, root, r).bits;
+  };
+  const uint16_t base = fp(PG_OP_ALLREDUCE, PG_DTYPE_F32, 3, 0, PG_REDUCE_SUM);
+  EXPECT_NE(base, fp(PG_OP_ALLREDUCE, PG_DTYPE_F32, 3, 0, PG_REDUCE_MAX));
+  EXPECT_NE(base, fp(PG_OP_ALLREDUCE, PG_DTYPE_I32, 3, 0, PG_REDUCE_SUM));
+  EXPECT_NE(base, fp(PG_OP_BROADCAST, PG_DTYPE_F32, 3, 0, PG_REDUCE_SUM));
+  // Fields an op does not use may differ between ranks.
+  EXPECT_EQ(base, fp(PG_OP_ALLREDUCE, PG_DTYPE_F32, 3, 5, PG_REDUCE_SUM));
+  EXPECT_EQ(fp(PG_OP_BROADCAST, PG_DTYPE_F32, 3, 1, PG_REDUCE_SUM),
+            fp(PG_OP_BROADCAST, PG_DTYPE_F32, 3, 1, PG_REDUCE_MAX));
+  // Roots that differ in their low 5 bits always differ.
+  for (int a = 0; a < 32; ++a) {
+    for (int b = a + 1; b < 32; ++b) {
+      EXPECT_NE(fp(PG_OP_BROADCAST, PG_DTYPE_F32, 1000, a, PG_REDUCE_SUM),
+                fp(PG_OP_BROADCAST, PG_DTYPE_F32, 1000, b, PG_REDUCE_SUM));
+    }
+  }
+  const auto f = OpFingerprint{fp(PG_OP_REDUCE, PG_DTYPE_I64, 7, 2, PG_REDUCE_MAX)}.fields();
+  EXPECT_EQ(f.op, PG_OP_REDUCE);
+  EXPECT_EQ(f.dtype, PG_DTYPE_I64);
+  EXPECT_EQ(f.reduce_op, PG_REDUCE_MAX);
 }
 
 TEST(UcxTags, FoldKeepsUserAndCoreTagsApart) {
   using ucx_backend::tags::fold_p2p;
-  // User tags (< 2^30 through procgroup.h, < 2^39 in general) map to themselves.
-  for (uint64_t t : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 30) - 1, (uint64_t{1} << 39) - 1}) {
+  // User tags (< 2^30 through procgroup.h, < 2^35 in general) map to themselves.
+  for (uint64_t t : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 30) - 1, (uint64_t{1} << 35) - 1}) {
     EXPECT_EQ(fold_p2p(t), t);
   }
-  // The core's tags (2^62 + seq * 2^16 + step) stay distinct for 2^23 sequence numbers and
+  // The core's tags (2^62 + seq * 2^16 + step) stay distinct for 2^19 sequence numbers and
   // never meet a user tag.
   std::set<uint64_t> seen;
   for (uint64_t seq = 1; seq < 70000; seq += 997) {
     for (uint64_t step = 0; step < 65536; step += 4099) {
       const uint64_t folded = fold_p2p((uint64_t{1} << 62) + seq * 65536 + step);
-      EXPECT_GE(folded, uint64_t{1} << 39);
+      EXPECT_GE(folded, uint64_t{1} << 35);
       EXPECT_TRUE(seen.insert(folded).second) << seq << " " << step;
     }
   }
