@@ -289,6 +289,12 @@ void UcxGroup::shutdown() {
     while (control_request_ != nullptr && Clock::now() < until) ucp_worker_progress(worker_.get());
   }
   shut_down_ = true;
+  int held = 0;
+  for (const auto& op : abandoned_) held += op->pending;
+  if (held > 0) {
+    log(PG_LOG_INFO, std::to_string(held) + " UCX request(s) of abandoned operations never " +
+                         "completed (their peers failed or left); released with the worker");
+  }
   worker_.reset();  // also releases requests UCX still held for abandoned ops
   if (have_reduce_dt_) ucp_dt_destroy(reduce_dt_);
   have_reduce_dt_ = false;

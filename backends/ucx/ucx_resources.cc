@@ -98,8 +98,13 @@ void UcpWorker::reset() {
 
 Status UcpWorker::create(const UcpContext& context, UcpWorker* out) {
   ucp_worker_params_t params{};
-  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_FLAGS;
   params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  // After a break, requests whose peer is gone or never takes them (a rendezvous send
+  // nobody receives) can be neither completed nor cancelled in UCX 1.13: they go with the
+  // worker, whose pools free them. UCX would call each a leak on stderr; the group counts
+  // them itself (UcxGroup::shutdown).
+  params.flags = UCP_WORKER_FLAG_IGNORE_REQUEST_LEAK;
   ucp_worker_h worker = nullptr;
   const ucs_status_t st = ucp_worker_create(context.get(), &params, &worker);
   if (st != UCS_OK) return ucx_error("ucp_worker_create", st);
