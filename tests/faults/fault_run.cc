@@ -13,8 +13,8 @@ bool parse_line(const std::string& raw, WorkerLine* out) {
     if (close == std::string::npos) return false;
     line = line.substr(close + 2);
   }
-  static const char* const kKinds[] = {"FAULT", "RESULT", "LATER",   "NEXT",
-                                       "PID",   "EXIT",   "CORRUPT", "CHECKED"};
+  static const char* const kKinds[] = {"FAULT", "RESULT",  "LATER",   "NEXT", "PID",
+                                       "EXIT",  "CORRUPT", "CHECKED", "DATA"};
   size_t space = line.find(' ');
   if (space == std::string::npos) return false;
   const std::string kind = line.substr(0, space);

@@ -16,7 +16,7 @@
 namespace procgroup::testing {
 
 struct WorkerLine {
-  std::string kind;  // FAULT, RESULT, LATER, NEXT, PID, EXIT, CORRUPT
+  std::string kind;  // FAULT, RESULT, LATER, NEXT, PID, EXIT, CORRUPT, CHECKED, DATA
   int rank = -1;
   std::map<std::string, std::string> fields;  // key=value pairs before msg=
   std::string msg;                            // everything after " msg="

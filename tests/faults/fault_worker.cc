@@ -14,9 +14,12 @@
 //   fault_worker p2p-mismatch [--victim R] [--op smaller|larger]  rank 0 sends 1000 floats,
 //                                             the victim posts a receive of 500 (or 2000)
 //   fault_worker coll-mismatch [--victim R] [--op NAME]  the victim passes another count
+//   fault_worker args-mismatch [--victim R] --op reduce_op|dtype|root|bcast_count|p2p_dtype
+//                                             the victim passes other arguments, same sizes
 //   fault_worker multihost --cut-file PATH    collectives checked across hosts (CHECKED line),
 //                                             then, once PATH exists, one more allreduce
 //   --survive-sigterm: ignore pgrun's SIGTERM (it sends SIGKILL after --kill-grace)
+//   --debug-rank R: rank R alone sets PROCGROUP_DEBUG=detail before creating its group
 //
 // Exit codes: 0 success (healthy), 3 the expected error was seen, 1 anything unexpected.
 #include <signal.h>
@@ -45,6 +48,7 @@ struct Args {
   std::string cut_file;
   int iters = 1;
   bool survive_sigterm = false;
+  int debug_rank = -1;
 };
 
 int64_t now_ms() {
@@ -116,6 +120,7 @@ int run_rendezvous(const Args& a, int rank, int size) {
   }
   const int late = a.victim == size - 1 ? size - 2 : size - 1;
   if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  if (rank == a.debug_rank) setenv("PROCGROUP_DEBUG", "detail", 1);
   const int64_t start = now_ms();
   pg_group_t g = nullptr;
   pg_status_t st = pg_group_create(nullptr, &g);
@@ -220,6 +225,50 @@ int run_coll_mismatch(const Args& a, pg_group_t g, int rank, int size) {
   return finish(g, check_later_call(g, rank));
 }
 
+// The victim passes the same sizes as rank 0 but another reduce op, dtype or root (or
+// another broadcast count, or a recv of another dtype); RESULT has the data it ended with.
+int run_args_mismatch(const Args& a, pg_group_t g, int rank) {
+  const bool victim = rank == a.victim;
+  float f[4] = {1, 2, 3, 4};
+  int32_t i[4] = {1, 2, 3, 4};
+  std::vector<float> big(victim ? 1500 : 1000, 1.0f);
+  pg_buffer_t b = pg_buffer_cpu(f, 4, PG_DTYPE_F32);
+  pg_op_options_t o = PG_OP_OPTIONS_INIT;
+  const int64_t start = now_ms();
+  pg_status_t st;
+  if (a.op == "reduce_op") {
+    if (victim) f[0] = 9;
+    o.reduce_op = victim ? PG_REDUCE_MAX : PG_REDUCE_SUM;
+    st = pg_allreduce(g, nullptr, &b, &o, nullptr);
+  } else if (a.op == "dtype") {
+    if (victim) b = pg_buffer_cpu(i, 4, PG_DTYPE_I32);
+    st = pg_allreduce(g, nullptr, &b, &o, nullptr);
+  } else if (a.op == "root") {
+    o.root = rank;  // every rank thinks it is the root
+    st = pg_broadcast(g, nullptr, &b, &o, nullptr);
+  } else if (a.op == "bcast_count") {
+    pg_buffer_t bb = pg_buffer_cpu(big.data(), big.size(), PG_DTYPE_F32);
+    st = pg_broadcast(g, nullptr, &bb, &o, nullptr);
+  } else {  // p2p_dtype: rank 0 sends f32 x 4, the victim receives i32 x 4
+    o.tag = 5;
+    o.peer = victim ? 0 : a.victim;
+    if (victim) b = pg_buffer_cpu(i, 4, PG_DTYPE_I32);
+    st = rank == 0 ? pg_send(g, &b, &o, nullptr)
+         : victim  ? pg_recv(g, &b, &o, nullptr)
+                   : PG_OK;
+  }
+  report("RESULT", rank, a.op.c_str(), st, start);
+  say("DATA rank=" + std::to_string(rank) + " f=" + std::to_string(f[0]) + "," +
+      std::to_string(f[1]) + " i=" + std::to_string(i[0]) + "," + std::to_string(i[1]));
+  if (a.op == "p2p_dtype") {  // only the recv failed: the group stays usable
+    const int64_t after = now_ms();
+    report("NEXT", rank, "allreduce", small_allreduce(g), after);
+    return finish(g, st == PG_OK ? 0 : kSawError);
+  }
+  if (st == PG_OK) return finish(g, 0);
+  return finish(g, check_later_call(g, rank));
+}
+
 // Collectives whose results show every rank took part, then the link is cut (the test
 // creates cut_file once it has) and the next allreduce must fail within two timeouts.
 int run_multihost(const Args& a, pg_group_t g, int rank, int size) {
@@ -262,6 +311,7 @@ Args parse(int argc, char** argv) {
     if (k == "--op") a.op = v;
     if (k == "--cut-file") a.cut_file = v;
     if (k == "--iters") a.iters = std::atoi(v);
+    if (k == "--debug-rank") a.debug_rank = std::atoi(v);
     ++i;
   }
   return a;
@@ -271,6 +321,7 @@ int run(const Args& a) {
   const int rank = env_int("RANK", 0), size = env_int("WORLD_SIZE", 1);
   if (a.scenario == "rendezvous") return run_rendezvous(a, rank, size);
 
+  if (rank == a.debug_rank) setenv("PROCGROUP_DEBUG", "detail", 1);
   const int64_t start = now_ms();
   pg_group_t g = nullptr;
   pg_status_t st = pg_group_create(nullptr, &g);
@@ -290,6 +341,7 @@ int run(const Args& a) {
   }
   if (a.scenario == "p2p-mismatch") return run_p2p_mismatch(a, g, rank);
   if (a.scenario == "coll-mismatch") return run_coll_mismatch(a, g, rank, size);
+  if (a.scenario == "args-mismatch") return run_args_mismatch(a, g, rank);
   if (a.scenario == "multihost") return run_multihost(a, g, rank, size);
   return run_after_create(a, g, rank);
 }

@@ -7,6 +7,7 @@
 // timeouts. With PROCGROUP_DEBUG=detail every rank gets PG_ERR_MISMATCH before any data moves.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -140,6 +141,84 @@ INSTANTIATE_TEST_SUITE_P(Detail, CollectiveMismatch,
                          ::testing::Combine(::testing::ValuesIn(process_backends()),
                                             ::testing::ValuesIn(kOps), ::testing::Values(true)),
                          coll_name);
+
+// Same sizes, other arguments, without PROCGROUP_DEBUG: ucx compares the fingerprint each
+// message carries, so every rank of a collective fails with PG_ERR_MISMATCH at once (the
+// root of a broadcast by its receivers' confirmations), none with PG_OK and mixed data;
+// a recv of another dtype fails only the recv. (Gloo finds these at the timeout.)
+class ArgsMismatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ArgsMismatch, EveryRankOfTheCollectiveFailsAtOnce) {
+  const std::string what = GetParam();
+  const auto backends = process_backends();
+  if (std::find(backends.begin(), backends.end(), "ucx") == backends.end())
+    GTEST_SKIP() << "the ucx backend is not built";
+  RunSpec spec;
+  spec.backend = "ucx";
+  spec.nproc = 2;
+  spec.timeout_s = kTimeoutS;
+  spec.args = {"args-mismatch", "--victim", "1", "--op", what, "--survive-sigterm"};
+  FaultRun run = run_workers(spec);
+  SCOPED_TRACE(run.log());
+  expect_no_crash(run, 2);
+  for (int r = 0; r < 2; ++r) {
+    const WorkerLine* res = run.find("RESULT", r);
+    ASSERT_NE(res, nullptr);
+    const bool sender = what == "p2p_dtype" && r == 0;
+    EXPECT_EQ(res->field("status"), sender ? "PG_OK" : "PG_ERR_MISMATCH") << "rank " << r;
+    EXPECT_LT(res->number("took_ms"), 2000) << "found at once, not by a timeout";
+    const WorkerLine* later = run.find("LATER", r);
+    if (later != nullptr) EXPECT_NE(later->field("status"), "PG_OK");
+    const WorkerLine* next = run.find("NEXT", r);
+    if (what == "p2p_dtype") {
+      ASSERT_NE(next, nullptr);
+      EXPECT_EQ(next->field("status"), "PG_OK") << "the group stays usable: " << next->msg;
+    }
+  }
+  const std::string says = what == "reduce_op"     ? "reduce op"
+                           : what == "dtype"       ? "dtype"
+                           : what == "root"        ? "different roots"
+                           : what == "bcast_count" ? "different counts"
+                                                   : "dtype f32 where this rank passed i32";
+  EXPECT_NE(run.find("RESULT", 1)->msg.find(says), std::string::npos);
+  // Nothing of the other rank's call reached a result: both keep their own data.
+  if (what == "reduce_op") {
+    EXPECT_EQ(run.find("DATA", 0)->field("f"), "1.000000,2.000000");
+    EXPECT_EQ(run.find("DATA", 1)->field("f"), "9.000000,2.000000");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AlwaysOnUcx, ArgsMismatch,
+                         ::testing::Values("reduce_op", "dtype", "root", "bcast_count",
+                                           "p2p_dtype"));
+
+// PROCGROUP_DEBUG=detail on one rank only: every collective would wait for a fingerprint
+// exchange the other rank never joins. Group creation compares the setting instead.
+class SettingsMismatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SettingsMismatch, DebugOnOneRankFailsCreationOnEveryRank) {
+  RunSpec spec;
+  spec.backend = GetParam();
+  spec.nproc = 2;
+  spec.timeout_s = kTimeoutS;
+  spec.args = {"healthy", "--debug-rank", "1", "--survive-sigterm"};
+  FaultRun run = run_workers(spec);
+  SCOPED_TRACE(run.log());
+  expect_no_crash(run, 2);
+  for (int r = 0; r < 2; ++r) {
+    const WorkerLine* res = run.find("RESULT", r);
+    ASSERT_NE(res, nullptr);
+    EXPECT_EQ(res->field("op"), "create");
+    EXPECT_EQ(res->field("status"), "PG_ERR_CONFIG") << res->msg;
+    EXPECT_NE(res->msg.find("PROCGROUP_DEBUG differs between ranks: rank 0 'off', rank 1 "
+                            "'detail'"),
+              std::string::npos)
+        << res->msg;
+    EXPECT_LT(res->number("took_ms"), 2000) << "at once, not at a timeout";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SettingsMismatch, ::testing::ValuesIn(process_backends()));
 
 }  // namespace
 }  // namespace procgroup::testing

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "core/plugin_call.h"
+#include "core/settings_agreement.h"
 #include "core/store_registry.h"
 
 namespace procgroup::detail {
@@ -82,6 +83,16 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
     opened_store = std::move(opened.value());
   }
   auto [store, group_id] = std::move(opened_store);
+  // Before the backend connects: ranks on other backends, or with PROCGROUP_DEBUG on one
+  // side only, would otherwise hang there or in their first collective.
+  const Settings shared{{"PROCGROUP_DEBUG", config.debug_detail ? "detail" : "off"},
+                        {"backend", plugin->name}};
+  Status agreed = check_settings_agree(*store, fmt::format("pg/{}/core/settings/", group_id),
+                                       config.rank, config.size, shared,
+                                       Deadline::after(config.timeout));
+  if (!agreed.ok())
+    return agreed.with_context(fmt::format("creating group '{}' (rank {} of {})", config.name,
+                                           config.rank, config.size));
   Members members{config.rank, config.size, config.local_rank, config.local_size};
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store};
   std::shared_ptr<GroupState> group(

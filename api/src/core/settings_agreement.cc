@@ -1,0 +1,101 @@
+// Comparing the settings every rank must share (see settings_agreement.h).
+#include "core/settings_agreement.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "core/hang_report.h"
+
+namespace procgroup::detail {
+namespace {
+
+constexpr Millis kReadGrace{2000};
+
+Bytes encode(const Settings& settings) {
+  std::string text;
+  for (const auto& [name, value] : settings) text += name + "=" + value + "\n";
+  return Bytes(text.begin(), text.end());
+}
+
+Settings decode(const Bytes& bytes) {
+  Settings settings;
+  const std::string text(bytes.begin(), bytes.end());
+  size_t start = 0;
+  for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string line = text.substr(start, end - start);
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) settings.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return settings;
+}
+
+std::string value_of(const Settings& settings, const std::string& name) {
+  for (const auto& [n, v] : settings) {
+    if (n == name) return v;
+  }
+  return "(unset)";
+}
+
+// "PROCGROUP_DEBUG differs between ranks: rank 0 has 'off', rank 1 has 'detail'", or ""
+// when every rank has rank 0's settings.
+std::string differences(const std::vector<Settings>& all) {
+  std::string text;
+  for (const auto& [name, ours] : all[0]) {
+    std::map<std::string, std::vector<int>> ranks_by_value;
+    for (size_t r = 0; r < all.size(); ++r) ranks_by_value[value_of(all[r], name)].push_back(int(r));
+    if (ranks_by_value.size() == 1) continue;
+    std::string who;
+    auto add = [&](const std::string& value) {
+      const std::vector<int>& ranks = ranks_by_value[value];
+      who += fmt::format("{}{} {} '{}'", who.empty() ? "" : ", ",
+                         ranks.size() == 1 ? "rank" : "ranks", format_ranks(ranks), value);
+    };
+    add(ours);  // rank 0's first
+    for (const auto& [value, ranks] : ranks_by_value) {
+      if (value != ours) add(value);
+    }
+    text += fmt::format("{}{} differs between ranks: {}", text.empty() ? "" : "; ", name, who);
+  }
+  return text;
+}
+
+}  // namespace
+
+Status check_settings_agree(Store& store, const std::string& prefix, int rank, int size,
+                            const Settings& mine, Deadline deadline) {
+  if (size <= 1) return ok_status();
+  const std::string verdict_key = prefix + "verdict";
+  if (rank != 0) {
+    PG_RETURN_IF_ERROR(store.set(prefix + std::to_string(rank), encode(mine)));
+    auto verdict = store.get(verdict_key, deadline.remaining());
+    if (!verdict.ok())
+      return verdict.status().with_context("waiting for rank 0 to compare the ranks' settings");
+    if (verdict->empty()) return ok_status();
+    (void)store.add(prefix + "read", 1);  // rank 0 may stop hosting the store now
+    return make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)",
+                      std::string(verdict->begin(), verdict->end()));
+  }
+  std::vector<Settings> all{mine};
+  for (int r = 1; r < size; ++r) {
+    auto theirs = store.get(prefix + std::to_string(r), deadline.remaining());
+    if (!theirs.ok())
+      return theirs.status().with_context(fmt::format("waiting for rank {}'s settings", r));
+    all.push_back(decode(*theirs));
+  }
+  const std::string diff = differences(all);
+  PG_RETURN_IF_ERROR(store.set(verdict_key, Bytes(diff.begin(), diff.end())));
+  if (diff.empty()) return ok_status();
+  // Rank 0 may host the store: keep it up until every rank read why (or briefly).
+  const Deadline read_by = Deadline::after(std::min(kReadGrace, deadline.remaining()));
+  for (;;) {
+    auto read = store.add(prefix + "read", 0);
+    if (!read.ok() || *read >= size - 1 || read_by.expired()) break;
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)", diff);
+}
+
+}  // namespace procgroup::detail
