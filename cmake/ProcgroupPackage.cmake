@@ -1,6 +1,7 @@
 # Exported package. find_package(procgroup) gives procgroup::procgroup, procgroup::headers,
 # procgroup::backend_headers and, when it was built, procgroup::ddp (component "ddp");
-# pkg-config gets procgroup.pc (programs) and procgroup-backend.pc (plugin authors).
+# pkg-config gets procgroup.pc (programs), procgroup-ddp.pc (ddp, when it was built) and
+# procgroup-backend.pc (plugin authors).
 include(CMakePackageConfigHelpers)
 set(PROCGROUP_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/procgroup")
 install(EXPORT procgroupTargets NAMESPACE procgroup::
@@ -39,7 +40,17 @@ endforeach()
 file(STRINGS "${PROJECT_SOURCE_DIR}/api/include/procgroup/procgroup_backend.h" _pg_iface
      REGEX "^#define PG_BACKEND_INTERFACE_VERSION ")
 string(REGEX MATCH "[0-9]+" PROCGROUP_BACKEND_INTERFACE_VERSION "${_pg_iface}")
-foreach(_pg_pc procgroup procgroup-backend)
+set(_pg_pcs procgroup procgroup-backend)
+if(TARGET procgroup_ddp)
+  list(APPEND _pg_pcs procgroup-ddp)
+  # The static CUDA runtime and what it needs (as CUDA::cudart_static gives CMake consumers).
+  set(PROCGROUP_PC_DDP_CUDA_LIBS "")
+  if(PROCGROUP_HAVE_CUDA)
+    get_filename_component(_pg_cudart_dir "${CUDA_cudart_static_LIBRARY}" DIRECTORY)
+    set(PROCGROUP_PC_DDP_CUDA_LIBS "-L${_pg_cudart_dir} -lcudart_static -ldl -lrt -pthread")
+  endif()
+endif()
+foreach(_pg_pc IN LISTS _pg_pcs)
   configure_file("${PROJECT_SOURCE_DIR}/cmake/${_pg_pc}.pc.in"
                  "${PROJECT_BINARY_DIR}/pkgconfig/${_pg_pc}.pc" @ONLY)
   install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/${_pg_pc}.pc"

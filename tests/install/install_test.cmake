@@ -1,13 +1,15 @@
 # The installed package, used only through what `cmake --install` laid out (ctest -P
 # script, one STEP per test; tests/install/CMakeLists.txt chains them with fixtures):
 #   install   install the build tree into WORK_DIR/prefix and check the layout
-#   consumer  find_package(procgroup) consumer (CMake) and a C program (pkg-config)
+#   consumer  find_package(procgroup 1.0) consumers at C++17 (the package brings C++20), the
+#             version checks, a C program and C++ programs with pkg-config; CPU-only ddp
+#             programs must not NEED libcudart
 #   plugin    the example plugin built from the installed sources, with CMake and with
 #             make + pkg-config, then programs and the conformance kit run on it
 #   cleanup   remove WORK_DIR
 # Arguments: -DSTEP -DBUILD_DIR -DSOURCE_DIR (tests/install) -DWORK_DIR -DLIBDIR -DBINDIR
 #            -DINCLUDEDIR -DDATADIR (the CMAKE_INSTALL_* values) -DSYMBOL_CHECK (script)
-#            -DCC -DREADELF -DNM (tools)
+#            -DCC -DCXX -DREADELF -DNM (tools)
 cmake_minimum_required(VERSION 3.25)
 set(prefix "${WORK_DIR}/prefix")
 set(libdir "${prefix}/${LIBDIR}")
@@ -23,6 +25,25 @@ function(run)
     message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
   set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+# A command that must fail, with output matching `pattern`.
+function(expect_failure pattern what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out
+                  TIMEOUT 120)
+  if(rc EQUAL 0 OR NOT out MATCHES "${pattern}")
+    message(FATAL_ERROR "${what}: expected a failure matching '${pattern}', got (${rc}):\n"
+                        "${ARGN}\n${out}")
+  endif()
+endfunction()
+
+# A CPU-only program must not NEED the CUDA runtime or driver.
+function(expect_no_cuda_needed program)
+  run(${READELF} -d "${program}")
+  string(REGEX MATCHALL "NEEDED\\)[^\n]*" needed "${last_output}")
+  if(needed MATCHES "libcuda")
+    message(FATAL_ERROR "${program} NEEDs CUDA:\n${needed}")
+  endif()
 endfunction()
 
 function(expect_count text pattern count what)
@@ -46,6 +67,7 @@ if(STEP STREQUAL "install")
     ${LIBDIR}/cmake/procgroup/procgroupConfigVersion.cmake
     ${LIBDIR}/cmake/procgroup/procgroupTargets.cmake
     ${LIBDIR}/pkgconfig/procgroup.pc ${LIBDIR}/pkgconfig/procgroup-backend.pc
+    ${LIBDIR}/pkgconfig/procgroup-ddp.pc ${LIBDIR}/libprocgroup_ddp.a
     ${BINDIR}/pgrun ${BINDIR}/allreduce_demo ${BINDIR}/conformance_test
     ${DATADIR}/procgroup/examples/custom_backend/CMakeLists.txt
     ${DATADIR}/procgroup/examples/custom_backend/Makefile
@@ -74,16 +96,38 @@ if(STEP STREQUAL "install")
   if(NOT EXISTS "${libdir}/libprocgroup.so.${major}")
     message(FATAL_ERROR "no ${libdir}/libprocgroup.so.${major}")
   endif()
+  # The package version is the header's ABI version, MAJOR.MINOR.0.
+  file(STRINGS "${prefix}/${INCLUDEDIR}/procgroup/procgroup.h" minor_line
+       REGEX "^#define PG_ABI_VERSION_MINOR ")
+  string(REGEX MATCH "[0-9]+$" minor "${minor_line}")
+  file(STRINGS "${libdir}/cmake/procgroup/procgroupConfigVersion.cmake" version_line
+       REGEX "^set\\(PACKAGE_VERSION ")
+  if(NOT version_line MATCHES "\"${major}\\.${minor}\\.0\"")
+    message(FATAL_ERROR "the package version is not the ABI's ${major}.${minor}.0: ${version_line}")
+  endif()
 
 elseif(STEP STREQUAL "consumer")
+  # At C++17, the compiler's default: procgroup::procgroup must raise it to C++20.
   run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/consumer" -B "${WORK_DIR}/consumer-build"
-      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17)
   run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer-build")
   run("${WORK_DIR}/consumer-build/consumer")
   expect_count("${last_output}" "consumer: loopback ok" 1 "consumer on loopback")
   if(EXISTS "${WORK_DIR}/consumer-build/ddp_consumer")
     run("${WORK_DIR}/consumer-build/ddp_consumer")
+    expect_count("${last_output}" "ddp consumer: 5 samples, reducer ok" 1 "ddp consumer")
+    expect_no_cuda_needed("${WORK_DIR}/consumer-build/ddp_consumer")
   endif()
+  # Versions: SameMajorVersion, so 1.0 finds this 1.x (the consumer above) and 0.1 or 2.0
+  # does not.
+  file(WRITE "${WORK_DIR}/versions/CMakeLists.txt"
+       "cmake_minimum_required(VERSION 3.25)\nproject(versions NONE)\n"
+       "find_package(procgroup \${WANT} REQUIRED)\n")
+  foreach(wrong 0.1 2.0)
+    expect_failure("version: [0-9.]+" "find_package(procgroup ${wrong})"
+                   ${CMAKE_COMMAND} -S "${WORK_DIR}/versions" -B "${WORK_DIR}/versions/build"
+                   -DCMAKE_PREFIX_PATH=${prefix} -DWANT=${wrong})
+  endforeach()
   # Components: a missing required one is a clean configure error that names it (the
   # consumer above asks for ddp as an optional one).
   file(WRITE "${WORK_DIR}/components/CMakeLists.txt"
@@ -106,6 +150,20 @@ elseif(STEP STREQUAL "consumer")
       "-Wl,-rpath,${pc_libdir}" -o "${WORK_DIR}/c_consumer")
   run("${WORK_DIR}/c_consumer")
   expect_count("${last_output}" "allreduce ok" 1 "C consumer")
+  run(${env} pkg-config --exists "procgroup >= 1.0" "procgroup < 2")
+  # C++ with pkg-config: below C++20, procgroup.hpp's own message; ddp at C++20 with
+  # procgroup-ddp.pc, built, run, and CPU-only without libcudart.
+  file(WRITE "${WORK_DIR}/cxx17.cc" "#include <procgroup/procgroup.hpp>\nint main() {}\n")
+  expect_failure("procgroup\\.hpp needs C\\+\\+20" "procgroup.hpp at C++17"
+                 ${CXX} -std=c++17 -fsyntax-only ${flags} "${WORK_DIR}/cxx17.cc")
+  run(${env} pkg-config --cflags --libs procgroup-ddp)
+  string(STRIP "${last_output}" ddp_flags)
+  separate_arguments(ddp_flags UNIX_COMMAND "${ddp_flags}")
+  run(${CXX} -std=c++20 -O1 "${SOURCE_DIR}/consumer/ddp_main.cc" ${ddp_flags}
+      "-Wl,-rpath,${pc_libdir}" -o "${WORK_DIR}/ddp_pkgconfig")
+  run("${WORK_DIR}/ddp_pkgconfig")
+  expect_count("${last_output}" "reducer ok" 1 "ddp consumer built with pkg-config")
+  expect_no_cuda_needed("${WORK_DIR}/ddp_pkgconfig")
 
 elseif(STEP STREQUAL "plugin")
   # The example exactly as an author gets it: the installed sources, the installed package.
