@@ -7,7 +7,9 @@
 // - SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to pgrun go to every rank's process group the same way;
 //   a second one while ranks are stopping sends SIGKILL at once;
 // - the FIRST failing rank decides the exit code (128+N for a death by signal N); 127/126 when
-//   PROGRAM cannot be executed; 0 when every rank exits 0.
+//   PROGRAM cannot be executed; 1 when the node's limits cannot hold the ranks (resources.h,
+//   checked before the first one starts); 0 when every rank exits 0;
+// - if pgrun dies, even of SIGKILL, the kernel kills the ranks (spawn.h).
 //
 //   int code = launch(options, master_port);
 #pragma once

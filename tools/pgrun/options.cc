@@ -29,8 +29,10 @@ constexpr std::string_view kFooter = R"(Each rank gets, besides pgrun's own envi
                     nodes, set it yourself to the same value on every node.
 
 Each rank runs in its own process group; a signal is sent to the whole group, so the rank's
-own children stop with it. Rank 0 reads pgrun's stdin unless it is a terminal; the other
-ranks read /dev/null.
+own children stop with it. If pgrun itself is killed, the kernel kills its ranks (but not
+their children). Rank 0 reads pgrun's stdin unless it is a terminal; the other ranks read
+/dev/null. A line a rank redraws with '\r' (a progress bar) is passed on at each redraw.
+pgrun checks before starting any rank that the open-file and process limits can hold them.
 
 Exit status: 0 when every rank exits 0; otherwise the code of the FIRST rank that failed
 (128+N when it died of signal N, as shells report it). When one rank fails, the others get
