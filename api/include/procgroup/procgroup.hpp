@@ -157,7 +157,8 @@ class ConstBuffer {
   ConstBuffer(R&& range)  // NOLINT(google-explicit-constructor): containers pass as they are
       : b_(buffer(std::span(std::ranges::data(range), std::ranges::size(range)))) {}
   template <class T>
-  ConstBuffer(const DeviceSpan<T>& span) : b_(buffer(span)) {}  // NOLINT(google-explicit-*)
+  ConstBuffer(const DeviceSpan<T>& span)  // NOLINT(google-explicit-constructor)
+      : b_(buffer(span)) {}
   explicit ConstBuffer(const pg_buffer_t& b) : b_(b) {}
 
   const pg_buffer_t& c_buffer() const { return b_; }
