@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -321,6 +322,20 @@ TEST_F(LoaderTest, UnknownNameListsEveryCandidateTried) {
   std::vector<std::string> needles = {"backend 'nosuch' not found", "PROCGROUP_PLUGIN_PATH"};
   for (const std::string& c : candidates) needles.push_back(c + " (no such file)");
   expect_rejected("nosuch", PG_ERR_BACKEND_NOT_FOUND, needles);
+}
+
+TEST_F(LoaderTest, UnknownNameListsTheBackendsTheSearchPathOffers) {
+  fs::create_symlink(MOCK_PLUGIN_GOOD, temp_dir_ / "libprocgroup-zz_extra.so");
+  std::ofstream(temp_dir_ / "libprocgroup-Not-A-Name.so") << "x";  // not offered: bad name
+  std::ofstream(temp_dir_ / "unrelated.so") << "x";
+  const std::string path = temp_dir_.string() + ":" + MOCK_PLUGIN_DIR + ":/no/such/dir";
+  setenv("PROCGROUP_PLUGIN_PATH", path.c_str(), 1);
+  const std::vector<std::string> available = available_backends();
+  EXPECT_THAT(available, ::testing::IsSupersetOf({"mock_good", "mock_no_symbol", "zz_extra"}));
+  EXPECT_THAT(available, ::testing::Not(::testing::Contains("Not-A-Name")));
+  EXPECT_TRUE(std::is_sorted(available.begin(), available.end()));
+  expect_rejected("nosuch", PG_ERR_BACKEND_NOT_FOUND,
+                  {"backend 'nosuch' not found; available: ", "mock_good, ", "zz_extra"});
 }
 
 TEST_F(LoaderTest, NameWhoseOnlyFileIsBrokenReportsWhyNotNotFound) {

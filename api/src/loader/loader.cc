@@ -4,9 +4,13 @@
 
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
+
+#include <fmt/ranges.h>
 
 #include "common/log.h"
 #include "loader/dl_library.h"
@@ -184,21 +188,30 @@ Status load_failure(std::string_view value, bool by_name,
     return make_error(code, "backend '{}' could not be loaded; tried: {}", value, tried);
   }
   const char* search_path = std::getenv("PROCGROUP_PLUGIN_PATH");
+  const std::vector<std::string> available = available_backends();
   return make_error(code,
-                    "backend '{}' not found; tried: {}. PROCGROUP_PLUGIN_PATH is {}; add the "
-                    "directory holding libprocgroup-{}.so to it",
-                    value, tried,
-                    search_path != nullptr ? fmt::format("'{}'", search_path) : "unset", value);
+                    "backend '{}' not found; available: {}; tried: {}. PROCGROUP_PLUGIN_PATH is "
+                    "{}; add the directory holding libprocgroup-{}.so to it",
+                    value, available.empty() ? "none" : fmt::to_string(fmt::join(available, ", ")),
+                    tried, search_path != nullptr ? fmt::format("'{}'", search_path) : "unset",
+                    value);
 }
 
 // Never called; only its address matters, to find the file the loader lives in.
 void loader_anchor() {}
 
+// procgroup/ beside libprocgroup.so: the build tree mirrors the install tree, so this finds
+// the bundled backends in both without configuration. Empty if that file is unknown.
+std::string bundled_plugin_dir() {
+  const std::string self = file_containing(reinterpret_cast<const void*>(&loader_anchor));
+  const size_t slash = self.rfind('/');
+  return slash == std::string::npos ? std::string() : self.substr(0, slash) + "/procgroup";
+}
+
 }  // namespace
 
-std::vector<std::string> plugin_candidates(std::string_view name) {
-  const std::string file = fmt::format("libprocgroup-{}.so", name);
-  std::vector<std::string> candidates;
+std::vector<std::string> plugin_search_dirs() {
+  std::vector<std::string> dirs;
   if (const char* search_path = std::getenv("PROCGROUP_PLUGIN_PATH")) {
     std::string_view rest(search_path);
     while (!rest.empty()) {
@@ -206,17 +219,34 @@ std::vector<std::string> plugin_candidates(std::string_view name) {
       std::string_view dir = rest.substr(0, colon);
       rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
       if (dir.empty()) continue;  // "a::b" or a trailing ':' must not mean the cwd
-      candidates.push_back(fmt::format("{}{}{}", dir, dir.ends_with('/') ? "" : "/", file));
+      if (dir.size() > 1 && dir.ends_with('/')) dir.remove_suffix(1);
+      dirs.emplace_back(dir);
     }
   }
-  // Beside libprocgroup.so: the build tree mirrors the install tree, so this finds the
-  // bundled backends in both without configuration.
-  const std::string self = file_containing(reinterpret_cast<const void*>(&loader_anchor));
-  const size_t slash = self.rfind('/');
-  if (slash != std::string::npos) {
-    candidates.push_back(fmt::format("{}/procgroup/{}", self.substr(0, slash), file));
-  }
+  if (std::string bundled = bundled_plugin_dir(); !bundled.empty()) dirs.push_back(bundled);
+  return dirs;
+}
+
+std::vector<std::string> plugin_candidates(std::string_view name) {
+  std::vector<std::string> candidates;
+  for (const std::string& dir : plugin_search_dirs())
+    candidates.push_back(fmt::format("{}{}libprocgroup-{}.so", dir, dir == "/" ? "" : "/", name));
   return candidates;
+}
+
+std::vector<std::string> available_backends() {
+  constexpr std::string_view kPrefix = "libprocgroup-", kSuffix = ".so";
+  std::set<std::string> names;
+  for (const std::string& dir : plugin_search_dirs()) {
+    std::error_code error;  // an unreadable or missing directory simply offers nothing
+    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+      const std::string file = entry.path().filename().string();
+      if (!file.starts_with(kPrefix) || !file.ends_with(kSuffix)) continue;
+      std::string name = file.substr(kPrefix.size(), file.size() - kPrefix.size() - kSuffix.size());
+      if (is_valid_backend_name(name)) names.insert(std::move(name));
+    }
+  }
+  return {names.begin(), names.end()};
 }
 
 Result<PluginRef> load_backend(std::string_view name_or_path, const pg_host_services_t* host) {
@@ -254,8 +284,14 @@ Result<PluginRef> load_backend(std::string_view name_or_path, const pg_host_serv
       log(kLogWarn, kLogComponent, "{} was found as '{}' but calls itself '{}'", plugin.path,
           name_or_path, plugin.name);
     }
-    log(kLogInfo, kLogComponent, "backend '{}' (interface {}{}{}) from {}", plugin.name,
+    log(kLogInfo, kLogComponent, "backend '{}' (interface {}{}{}) loaded from {}", plugin.name,
         plugin.version, plugin.description.empty() ? "" : ", ", plugin.description, plugin.path);
+    // A PROCGROUP_PLUGIN_PATH file of a bundled name wins, as LD_LIBRARY_PATH would: say so.
+    const std::string bundled =
+        fmt::format("{}/libprocgroup-{}.so", bundled_plugin_dir(), name_or_path);
+    if (by_name && candidate != bundled && std::filesystem::exists(bundled))
+      log(kLogInfo, kLogComponent, "{} (from PROCGROUP_PLUGIN_PATH) is used ahead of {}",
+          candidate, bundled);
     return loaded;
   }
 

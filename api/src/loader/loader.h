@@ -47,4 +47,11 @@ Result<PluginRef> load_backend(std::string_view name_or_path, const pg_host_serv
 // non-empty PROCGROUP_PLUGIN_PATH entry, then procgroup/ beside the file holding the loader.
 std::vector<std::string> plugin_candidates(std::string_view name);
 
+// The directories searched, in order: each non-empty PROCGROUP_PLUGIN_PATH entry, then
+// procgroup/ beside libprocgroup.so.
+std::vector<std::string> plugin_search_dirs();
+// The backend names those directories offer (libprocgroup-<name>.so files), sorted, for the
+// message of a name that was not found. Found, not loaded: one may still be rejected.
+std::vector<std::string> available_backends();
+
 }  // namespace procgroup::detail
