@@ -8,6 +8,17 @@
 #include "reducer_bucket.h"
 
 namespace procgroup::ddp {
+namespace {
+
+// A bucket on the timeline (PROCGROUP_TIMELINE; a cheap no-op when it is off): "bucket"
+// spans its last gradient's ready to done, "comm" its launch to done; done is when
+// finalize() saw its work complete. Observability only, so a failure is not the pass's.
+void timeline_mark(const Group& group, const char* name, size_t index, int32_t phase,
+                   size_t bytes) {
+  (void)pg_timeline_mark(group.handle(), "ddp", name, index, phase, bytes);
+}
+
+}  // namespace
 
 void Reducer::check_usable() const {
   if (!broken_.empty()) {
@@ -94,7 +105,10 @@ void Reducer::set_ready(size_t i, Mark mark) {
       throw;
     }
   }
-  if (--b.pending == 0) launch_ready_buckets();
+  if (--b.pending == 0) {
+    timeline_mark(*group_, "bucket", s.bucket, PG_TIMELINE_BEGIN, b.spec.bytes);
+    launch_ready_buckets();
+  }
 }
 
 void Reducer::launch_ready_buckets() {
@@ -109,6 +123,7 @@ void Reducer::launch_ready_buckets() {
       if (options_.gradient_as_bucket_view) {
         detail::divide_into(exec(), b.at(0), b.at(0), b.spec.numel, b.spec.dtype, world_size_);
       }
+      timeline_mark(*group_, "comm", index, PG_TIMELINE_BEGIN, b.spec.bytes);
       b.work = options_.comm_hook->start(*group_, bucket);
     } catch (const std::exception& e) {
       broken_ = std::string("bucket ") + std::to_string(index) + ": " + e.what();
@@ -123,17 +138,20 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::wait_buckets() {
   std::exception_ptr failure;
-  for (auto& b : buckets_) {
-    if (!b->work) continue;
+  for (size_t index = 0; index < buckets_.size(); ++index) {
+    Bucket& b = *buckets_[index];
+    if (!b.work) continue;
     try {
-      b->work->wait();
+      b.work->wait();
     } catch (const std::exception& e) {
       if (!failure) {
         failure = std::current_exception();
         broken_ = e.what();
       }
     }
-    b->work.reset();
+    b.work.reset();
+    timeline_mark(*group_, "comm", index, PG_TIMELINE_END, b.spec.bytes);
+    timeline_mark(*group_, "bucket", index, PG_TIMELINE_END, b.spec.bytes);
   }
   if (failure) std::rethrow_exception(failure);
 }

@@ -204,6 +204,8 @@ static_assert(PG_ABI_VERSION_MAJOR == 1 && PG_ABI_VERSION_MINOR == 0 && PG_ABI_V
               "PG_ABI_VERSION");
 static_assert(PG_BACKEND_INTERFACE_VERSION == 1u, "PG_BACKEND_INTERFACE_VERSION");
 static_assert(PG_SPLIT_NO_COLOR == -1, "PG_SPLIT_NO_COLOR");
+static_assert(PG_TIMELINE_BEGIN == 0 && PG_TIMELINE_END == 1 && PG_TIMELINE_INSTANT == 2,
+              "PG_TIMELINE_* values");
 static_assert(PG_BACKEND_RESERVED_TAG_BASE == 0x4000000000000000ull,
               "PG_BACKEND_RESERVED_TAG_BASE");
 static_assert(sizeof(PG_BACKEND_NEGOTIATE_SYMBOL) == sizeof("pg_backend_negotiate"),

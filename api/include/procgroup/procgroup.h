@@ -313,6 +313,21 @@ PG_API pg_status_t pg_send(pg_group_t group, const pg_buffer_t* buffer,
 PG_API pg_status_t pg_recv(pg_group_t group, const pg_buffer_t* buffer,
                            const pg_op_options_t* opts, pg_work_t* work);
 
+/* ---- Timeline ------------------------------------------------------------------ */
+
+/* pg_timeline_mark's phase: opens the span (category, name, id), closes it, or marks a
+ * moment inside span id. */
+#define PG_TIMELINE_BEGIN 0
+#define PG_TIMELINE_END 1
+#define PG_TIMELINE_INSTANT 2
+/* With PROCGROUP_TIMELINE set, puts the caller's own work on the group's track of the
+ * timeline next to its operations (ddp marks its gradient buckets), with bytes shown. Spans
+ * may overlap; each one's id tells it apart and END pairs with the BEGIN of the same
+ * category, name and id. category and name are copied (up to 31 bytes each). Does nothing,
+ * cheaply, when the timeline is off. Thread-safe. */
+PG_API pg_status_t pg_timeline_mark(pg_group_t group, const char* category, const char* name,
+                                    uint64_t id, int32_t phase, uint64_t bytes);
+
 /* ---- Works --------------------------------------------------------------------- */
 
 /* PG_OK when completed successfully, PG_PENDING when still running, else the error. Never

@@ -221,6 +221,23 @@ PG_API pg_status_t pg_recv(pg_group_t g, const pg_buffer_t* buffer, const pg_op_
   return collective(__func__, PG_OP_RECV, g, nullptr, buffer, o, w);
 }
 
+PG_API pg_status_t pg_timeline_mark(pg_group_t group, const char* category, const char* name,
+                                    uint64_t id, int32_t phase, uint64_t bytes) {
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
+    PG_REQUIRE(group);
+    PG_REQUIRE(category);
+    PG_REQUIRE(name);
+    if (phase < PG_TIMELINE_BEGIN || phase > PG_TIMELINE_INSTANT)
+      return make_error(PG_ERR_INVALID_ARGUMENT, "{}: phase {} is not a PG_TIMELINE_* value", fn,
+                        phase);
+    GroupState& state = *group->state;
+    if (Timeline* timeline = state.timeline())
+      timeline->mark(state.timeline_track(), category, name, id,
+                     static_cast<Timeline::Phase>(phase), bytes);
+    return ok_status();
+  });
+}
+
 PG_API pg_status_t pg_work_test(pg_work_t work) {
   return c_guard(__func__, [&]() -> Status {
     PG_REQUIRE(work);

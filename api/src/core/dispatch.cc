@@ -143,6 +143,7 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
   }
   pg_backend_op_t op = to_backend_op(args, seq, deadline);
   pg_backend_work_t backend_work = nullptr;
+  trace_op_started(group.timeline(), work.trace());
   PG_RETURN_IF_ERROR(call_plugin(p.name, op_name(args.op), [&] {
     return entry_for(*p.ops, args.op)(group.backend_group(), &op, &backend_work);
   }));
@@ -169,7 +170,9 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
   Deadline deadline = Deadline::after(timeout);
   OpLabel label{args, seq};
   const uint64_t trace_id = group.recorder().start(label);
-  auto state = std::make_shared<WorkState>(group.weak_from_this(), label, deadline, trace_id);
+  OpTrace trace = trace_op_issued(group.timeline(), group.timeline_track(), label);
+  auto state =
+      std::make_shared<WorkState>(group.weak_from_this(), label, deadline, trace_id, trace);
   const bool native = route.kind == Route::kNative;
   if (native && !check && !group.runner().busy()) {
     Status submitted = submit_native(group, route, seq, deadline, *state);
@@ -202,6 +205,7 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
         status = submit_native(*owner, route, label.seq, deadline, *state);
         if (status.ok()) return;  // the adopted backend work completes it
       } else if (status.ok()) {
+        trace_op_started(owner->timeline(), state->trace());
         status = run_emulated(*owner, route.args, label.seq, deadline);
       }
       if (!status.ok() && status.code() != PG_ERR_MISMATCH)

@@ -54,7 +54,9 @@ GroupState::GroupState(std::string id, Members members, Millis timeout, PluginRe
       owns_store_(owns_store),
       runner_(id_),
       diagnostics_(std::move(diagnostics)),
-      hints_(std::move(hints)) {}
+      hints_(std::move(hints)) {
+  if (diagnostics_.timeline) timeline_track_ = diagnostics_.timeline->add_track(id_);
+}
 
 GroupState::~GroupState() {
   // destroy() is the normal path; this covers a failed creation or a leaked handle.
@@ -68,6 +70,7 @@ GroupState::~GroupState() {
 
 Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config,
                                                        std::shared_ptr<Store> user_store) {
+  set_log_rank(config.rank);  // before the loader's lines
   std::string backend =
       config.backend.empty() ? default_backend(config.device_type) : config.backend;
   PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
@@ -94,7 +97,11 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
     return agreed.with_context(fmt::format("creating group '{}' (rank {} of {})", config.name,
                                            config.rank, config.size));
   Members members{config.rank, config.size, config.local_rank, config.local_size};
-  Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store};
+  std::shared_ptr<Timeline> timeline;
+  if (!config.timeline_path.empty())
+    timeline = std::make_shared<Timeline>(config.timeline_path, config.rank);
+  Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store,
+                          std::move(timeline)};
   std::shared_ptr<GroupState> group(
       new GroupState(group_id, members, config.timeout, std::move(plugin), store, !user_store,
                      std::move(diagnostics), BackendHints{config.master_addr, config.device_type}));
@@ -261,6 +268,10 @@ Status GroupState::destroy() {
   Status status = call_plugin(plugin_->name, "group_destroy",
                               [&] { return plugin_->ops->group_destroy(backend_group_); });
   backend_group_ = nullptr;
+  if (Timeline* timeline = diagnostics_.timeline.get()) {
+    Status written = timeline->flush();  // now, not when the last reference goes
+    if (!written.ok()) log(kLogWarn, "timeline", "PROCGROUP_TIMELINE: {}", written.to_string());
+  }
   if (owns_store_ && members_.size > 1) {
     // Rank 0 hosts the store: it must outlive every rank's use of it, so ranks announce
     // their leave and rank 0 waits for all (not long if the group already failed).

@@ -18,6 +18,7 @@
 #include "core/flight_recorder.h"
 #include "core/hang_report.h"
 #include "core/host_services.h"
+#include "core/timeline.h"
 #include "core/work.h"
 #include "loader/loader.h"
 #include "rendezvous/env.h"
@@ -45,6 +46,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
     std::string trace_dir;      // PROCGROUP_TRACE_DIR
     StoreConfig store;          // for the hang report's own store connection
     std::shared_ptr<Store> user_store;  // the caller's store: the hang report uses it instead
+    std::shared_ptr<Timeline> timeline;  // PROCGROUP_TIMELINE; null when off
   };
 
   // The world group of a job (pg_group_create). With user_store (pg_group_create_with_store)
@@ -67,6 +69,9 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   FallbackRunner& runner() { return runner_; }
   FlightRecorder& recorder() { return recorder_; }
   bool debug_detail() const { return diagnostics_.debug_detail; }
+  // PROCGROUP_TIMELINE (null when off) and this group's track on it.
+  Timeline* timeline() const { return diagnostics_.timeline.get(); }
+  int timeline_track() const { return timeline_track_; }
   // Whether the backend takes CPU buffers; when not (nccl), the core's own metadata
   // exchanges go through store_allgather instead of a CPU collective.
   bool takes_cpu_buffers() const;
@@ -133,6 +138,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   FallbackRunner runner_;
   const Diagnostics diagnostics_;
   const BackendHints hints_;
+  int timeline_track_ = 0;
   FlightRecorder recorder_{64};
   std::atomic<bool> hang_reported_{false};
   std::atomic<bool> saw_mismatch_{false};  // an operation failed with PG_ERR_MISMATCH

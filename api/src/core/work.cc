@@ -12,11 +12,12 @@ std::string OpLabel::to_string() const {
 }
 
 WorkState::WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline,
-                     uint64_t trace_id)
+                     uint64_t trace_id, OpTrace trace)
     : group_(std::move(group)),
       label_(std::move(label)),
       deadline_(deadline),
-      trace_id_(trace_id) {}
+      trace_id_(trace_id),
+      trace_(trace) {}
 
 WorkState::~WorkState() {
   if (backend_work_ != nullptr) ops_->work_release(backend_work_);
@@ -54,6 +55,7 @@ const Status& WorkState::finish_locked(Status status) {
     // Before the recorder closes this entry, so a hang report shows it still running.
     if (!status.ok()) status = group->mark_failed(status);
     if (trace_id_ != 0) group->recorder().finish(trace_id_, status.code());
+    if (trace_.on()) trace_op_ended(group->timeline(), trace_, label_, group->id(), status);
   }
   done_ = true;
   status_ = std::move(status);

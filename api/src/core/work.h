@@ -13,6 +13,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "core/op_args.h"
+#include "core/timeline.h"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::detail {
@@ -29,9 +30,10 @@ struct OpLabel {
 
 class WorkState {
  public:
-  // trace_id: this operation's entry in the group's flight recorder (0: none).
+  // trace_id: this operation's entry in the group's flight recorder (0: none); trace: its
+  // place on the timeline and in the debug log (timeline.h).
   WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline,
-            uint64_t trace_id = 0);
+            uint64_t trace_id = 0, OpTrace trace = {});
   ~WorkState();
   WorkState(const WorkState&) = delete;
   WorkState& operator=(const WorkState&) = delete;
@@ -51,6 +53,7 @@ class WorkState {
   void finish_before_group_destroy();
 
   const OpLabel& label() const { return label_; }
+  const OpTrace& trace() const { return trace_; }
   std::shared_ptr<GroupState> group() const { return group_.lock(); }
   Deadline deadline() const { return deadline_; }
   bool done();
@@ -64,6 +67,7 @@ class WorkState {
   const OpLabel label_;
   const Deadline deadline_;
   const uint64_t trace_id_;
+  const OpTrace trace_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;

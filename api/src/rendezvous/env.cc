@@ -1,6 +1,7 @@
 #include "rendezvous/env.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/log.h"
 #include "rendezvous/agent_store.h"
 
 namespace procgroup::detail {
@@ -374,10 +376,18 @@ Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
   config.device_type = o.device_type == PG_DEVICE_CPU ? -1 : o.device_type;  // 0: no hint
   config.name = option_text(o.name).value_or("world");
   std::string debug = env.text("PROCGROUP_DEBUG").value_or("off");
-  if (debug != "off" && debug != "detail")
+  std::string debug_lower = debug;
+  std::transform(debug_lower.begin(), debug_lower.end(), debug_lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (debug_lower != "off" && debug_lower != "detail")
     return make_error(PG_ERR_CONFIG, "PROCGROUP_DEBUG='{}' is not one of: off, detail", debug);
-  config.debug_detail = debug == "detail";
+  config.debug_detail = debug_lower == "detail";
+  // The log reads it once for itself (log.cc); an unknown value is caught here, as above.
+  if (auto level = env.text("PROCGROUP_LOG_LEVEL"); level && !parse_log_level(*level))
+    return make_error(PG_ERR_CONFIG,
+                      "PROCGROUP_LOG_LEVEL='{}' is not one of: error, warn, info, debug", *level);
   config.trace_dir = env.text("PROCGROUP_TRACE_DIR").value_or("");
+  config.timeline_path = env.text("PROCGROUP_TIMELINE").value_or("");
   return config;
 }
 

@@ -4,9 +4,10 @@
 // _LOCAL_RANK, _LOCAL_SIZE), then Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 // SLURM_NTASKS_PER_NODE...): mpirun inside a Slurm allocation inherits the step's SLURM_*
 // variables, while OMPI_* are each rank's own. Also PROCGROUP_BACKEND, PROCGROUP_TIMEOUT
-// (seconds), PROCGROUP_STORE_TOKEN, PROCGROUP_DEBUG (off | detail), PROCGROUP_TRACE_DIR, and
-// torchrun's TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT (agent_store.h):
-// without an explicit store_url, a job of several ranks then joins the agent's store.
+// (seconds), PROCGROUP_STORE_TOKEN, PROCGROUP_DEBUG (off | detail), PROCGROUP_LOG_LEVEL
+// (only checked here), PROCGROUP_TRACE_DIR, PROCGROUP_TIMELINE, and torchrun's
+// TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT (agent_store.h): without an
+// explicit store_url, a job of several ranks then joins the agent's store.
 // Every missing or malformed value gives PG_ERR_CONFIG naming the variable and what
 // would set it.
 #pragma once
@@ -42,6 +43,7 @@ struct GroupConfig {
   std::string launcher;        // "options", "torchrun", "slurm" or "openmpi": where rank came from
   bool debug_detail = false;   // PROCGROUP_DEBUG=detail: check every collective's fingerprint
   std::string trace_dir;       // PROCGROUP_TRACE_DIR: where hang reports are written (if set)
+  std::string timeline_path;   // PROCGROUP_TIMELINE: Chrome trace path prefix (empty: off)
 };
 
 Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
