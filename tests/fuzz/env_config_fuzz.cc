@@ -37,7 +37,9 @@ const char* const kNames[] = {"RANK",
                               "PROCGROUP_TIMEOUT",
                               "PROCGROUP_STORE_TOKEN",
                               "PROCGROUP_DEBUG",
-                              "PROCGROUP_TRACE_DIR"};
+                              "PROCGROUP_TRACE_DIR",
+                              "PROCGROUP_LOG_LEVEL",
+                              "PROCGROUP_TIMELINE"};
 
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "env_config_fuzz: %s\n", what);
