@@ -4,7 +4,8 @@
 //   pgrun --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 256M -f 2 -n 20 -w 5
 //         -d f32 -o sum -c 1 [--direct] [--json out.json] [--csv out.csv] [-g cuda]
 //
-// The backend is procgroup's choice (PROCGROUP_BACKEND; nccl by default with -g cuda).
+// Started without a launcher it runs as one rank. The backend is procgroup's choice
+// (PROCGROUP_BACKEND; nccl by default with -g cuda).
 // --direct also times raw Gloo (host buffers) or raw NCCL (-g cuda) in the same run. See
 // docs/benchmarks.md for the columns.
 #include <csignal>
@@ -33,6 +34,54 @@ namespace {
 constexpr const char* kDescription =
     "collbench: time one procgroup collective over a range of sizes, nccl-tests style, on "
     "the backend PROCGROUP_BACKEND names. Launch under pgrun (or torchrun, mpirun, srun).";
+
+// Whether a launcher started us (pgrun and torchrun set RANK, mpirun and srun their own);
+// run alone, collbench is one rank of a group of one, as fashion_mnist is.
+bool launched() {
+  for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    const char* s = std::getenv(v);
+    if (s != nullptr && *s != '\0') return true;
+  }
+  return false;
+}
+
+// The procgroup operation a collective is timed with (sendrecv: send and recv).
+pg_op_t pg_op_of(Coll op) {
+  switch (op) {
+    case Coll::kAllreduce: return PG_OP_ALLREDUCE;
+    case Coll::kAllgather: return PG_OP_ALLGATHER;
+    case Coll::kReduceScatter: return PG_OP_REDUCE_SCATTER;
+    case Coll::kBroadcast: return PG_OP_BROADCAST;
+    case Coll::kReduce: return PG_OP_REDUCE;
+    case Coll::kAlltoall: return PG_OP_ALLTOALL;
+    case Coll::kGather: return PG_OP_GATHER;
+    case Coll::kScatter: return PG_OP_SCATTER;
+    case Coll::kSendrecv: return PG_OP_SEND;
+  }
+  return PG_OP_COUNT_;
+}
+
+// The JSON's backend_detail: the library's version and whether the plugin runs the measured
+// collective, dtypes and reduce ops itself or gets them from the core's emulation.
+std::string backend_detail(const Group& group, const Options& o) {
+  uint32_t major = 0, minor = 0;
+  pg_get_version(&major, &minor);
+  const pg_capabilities_t caps = group.capabilities();
+  const auto native = [](uint32_t mask, int bit) { return (mask >> bit & 1u) != 0; };
+  std::string emulated;
+  if (!native(caps.native_ops, pg_op_of(o.op))) emulated += std::string(" ") + coll_name(o.op);
+  for (Dtype d : o.dtypes) {
+    if (!native(caps.native_dtypes, to_pg(d))) emulated += std::string(" ") + dtype_name(d);
+  }
+  if (reduces(o.op)) {
+    for (RedOp r : o.redops) {
+      if (!native(caps.native_reduce_ops, to_pg(r))) emulated += std::string(" ") + redop_name(r);
+    }
+  }
+  return "libprocgroup " + std::to_string(major) + "." + std::to_string(minor) + ", plugin " +
+         std::string(group.backend()) +
+         (emulated.empty() ? ": all native" : "; emulated by the core:" + emulated);
+}
 
 // The group timeout, which also bounds the raw Gloo context of --direct.
 std::chrono::milliseconds group_timeout() {
@@ -116,10 +165,15 @@ int run(const Options& options) {
   const DeviceSide device = make_device_side(options.device);
   pg_group_options_t group_options = PG_GROUP_OPTIONS_INIT;  // the rest from the environment
   group_options.device_type = device.placement.type;
+  if (!launched()) {
+    group_options.rank = 0;
+    group_options.size = 1;
+  }
   Group group(group_options);
   ProcgroupCommunicator comm(group, device.memory.get(), device.placement);
   ProcgroupEngine engine(group, device.placement, device.timer.get());
-  RunInfo info{"collbench", std::string(group.backend()), "", "", group.size(), options};
+  RunInfo info{"collbench", std::string(group.backend()), backend_detail(group, options), "",
+               group.size(), options};
   info.buffers = device.memory ? device.memory->name() : "host";
   std::unique_ptr<Engine> direct;
   if (options.direct) direct = make_direct(comm, info.backend, device, info);

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace procgroup::bench {
@@ -42,7 +43,12 @@ const char* coll_name(Coll op);
 const char* dtype_name(Dtype dtype);
 const char* redop_name(RedOp op);
 std::optional<Coll> parse_coll(std::string_view name);
+// Takes our names and nccl-tests' spellings of the same types ("float", "half", "bfloat16",
+// "double", "int8", "char", "uint8", "int32", "int", "int64").
 std::optional<Dtype> parse_dtype(std::string_view name);
+// Why name is not a dtype: nccl-tests' types procgroup lacks (uint32, uint64, fp8) are named as
+// such; anything else gets the list of accepted names.
+std::string dtype_error(std::string_view name);
 std::optional<RedOp> parse_redop(std::string_view name);
 
 size_t dtype_size(Dtype dtype);

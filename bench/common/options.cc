@@ -90,9 +90,13 @@ ParsedOptions parse_options(int argc, char** argv, const ToolInfo& tool) {
   app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations before each timed loop")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  app.add_option("-d,--datatype", dtypes, "element type(s): a name, a comma list, or all")
+  app.add_option("-d,--datatype", dtypes,
+                 "element type(s): f32 f64 f16 bf16 i8 u8 i32 i64 or nccl-tests' names (float "
+                 "double half bfloat16 int8 uint8 int32 int64), a comma list, or all")
       ->delimiter(',')
-      ->check(CLI::IsMember(names_of(kAllDtypes, dtype_name)))
+      ->check([](const std::string& name) {
+        return name == "all" || parse_dtype(name) ? std::string() : dtype_error(name);
+      })
       ->capture_default_str();
   app.add_option("-o,--op", redops,
                  "reduce op(s) (reducing collectives only): a name, a comma list, or all")

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 
 namespace procgroup::bench {
@@ -77,17 +78,25 @@ std::string format_bytes(uint64_t bytes) {
   return fmt::format("{} {}", bytes, units[u]);
 }
 
-Reporter::Reporter(RunInfo info, bool prints) : info_(std::move(info)), prints_(prints) {}
+Reporter::Reporter(RunInfo info, bool prints) : info_(std::move(info)), prints_(prints) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  date_ = text;
+}
 
 void Reporter::header() const {
   if (!prints_) return;
   const Options& o = info_.options;
   std::string out;
-  const std::string detail = info_.backend_detail.empty() ? "" : " (" + info_.backend_detail + ")";
   const std::string buffers = info_.buffers.empty() ? "" : ", " + info_.buffers + " buffers";
-  out += fmt::format("# {} {}: backend {}{}, {} ranks{}, {}, root {}\n", info_.tool,
-                     coll_name(o.op), info_.backend, detail, info_.world_size, buffers,
-                     joined_names(o), rooted(o.op) ? std::to_string(o.root) : "none");
+  out += fmt::format("# {} {}: backend {}, {} ranks{}, {}, root {}\n", info_.tool,
+                     coll_name(o.op), info_.backend, info_.world_size, buffers, joined_names(o),
+                     rooted(o.op) ? std::to_string(o.root) : "none");
+  out += fmt::format("# {} {}, {}{}\n", info_.tool, PG_BENCH_VERSION, date_,
+                     info_.backend_detail.empty() ? "" : "; " + info_.backend_detail);
   out +=
       fmt::format("# sizes {} to {} (x{}); {} warmup + {} timed iterations per size; {}\n",
                   format_bytes(o.min_bytes), format_bytes(o.max_bytes), o.factor, o.warmup, o.iters,
@@ -104,6 +113,10 @@ void Reporter::header() const {
         "# direct: the same out-of-place operation on {}; ratio = busbw procgroup / busbw {}, "
         "+time = time procgroup - time {}\n",
         what, info_.direct_name, info_.direct_name);
+  }
+  for (const RankPlace& r : ranks_) {
+    out += fmt::format("#  Rank {:2d} Group  0 Pid {:6d} on {:>10} device {}\n", r.rank, r.pid,
+                       r.host, r.device);
   }
   out += "#\n";
   std::string groups = fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>6}", "", "", "", "", "");
@@ -209,7 +222,15 @@ nlohmann::json Reporter::to_json() const {
     }
     rows.push_back(std::move(j));
   }
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankPlace& r : ranks_) {
+    ranks.push_back({{"rank", r.rank}, {"pid", r.pid}, {"host", r.host}, {"device", r.device}});
+  }
   return {{"tool", info_.tool},
+          {"version", PG_BENCH_VERSION},
+          {"date", date_},
+          {"host", ranks_.empty() ? "" : ranks_.front().host},
+          {"ranks", std::move(ranks)},
           {"backend", info_.backend},
           {"backend_detail", info_.backend_detail},
           {"direct",

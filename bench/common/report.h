@@ -50,9 +50,20 @@ struct RunInfo {
   std::string direct_detail{};  // the header's account of the direct engine; empty: raw Gloo's
 };
 
+// Where one rank runs: nccl-tests' "#  Rank  0 Group  0 Pid 1234 on host device ..." line.
+struct RankPlace {
+  int rank = 0;
+  int pid = 0;
+  std::string host;
+  std::string device;  // "cpu", "cuda:0 (NVIDIA H100 ...)"
+};
+
 class Reporter {
  public:
   Reporter(RunInfo info, bool prints);
+
+  // Every rank's place, in rank order, for the header and the JSON (rank 0's host is "host").
+  void set_ranks(std::vector<RankPlace> ranks) { ranks_ = std::move(ranks); }
 
   void header() const;
   void row(const Row& row);
@@ -69,6 +80,8 @@ class Reporter {
  private:
   RunInfo info_;
   bool prints_;
+  std::string date_;  // when the run started, ISO 8601 UTC
+  std::vector<RankPlace> ranks_;
   std::vector<Row> rows_;
 };
 

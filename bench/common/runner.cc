@@ -1,8 +1,12 @@
 // The benchmark sweep: timing, checking, reporting (see runner.h).
 #include "runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -48,6 +52,27 @@ class DeviceBuffer {
   std::byte* data_;
 };
 
+// Every rank's host, pid and device, in rank order: one broadcast from each rank, of a record
+// with fixed-size fields so every rank knows the length.
+std::vector<RankPlace> gather_places(Communicator& comm, const std::string& device) {
+  struct Record {
+    int32_t pid;
+    std::array<char, 128> host;
+    std::array<char, 128> device;
+  };
+  Record mine{static_cast<int32_t>(getpid()), {}, {}};
+  if (gethostname(mine.host.data(), mine.host.size() - 1) != 0) mine.host[0] = '?';
+  std::snprintf(mine.device.data(), mine.device.size(), "%s", device.c_str());
+  std::vector<RankPlace> places;
+  for (int r = 0; r < comm.size(); ++r) {
+    Record record = r == comm.rank() ? mine : Record{};
+    if (comm.size() > 1) comm.broadcast(&record, sizeof record, r);
+    record.host.back() = record.device.back() = '\0';
+    places.push_back({r, record.pid, record.host.data(), record.device.data()});
+  }
+  return places;
+}
+
 class Sweep {
  public:
   Sweep(const RunInfo& info, Communicator& comm, Engine& engine, Engine* direct, Memory* memory)
@@ -64,6 +89,7 @@ class Sweep {
         device_recv_(memory, o_.max_bytes) {}
 
   int run() {
+    reporter_.set_ranks(gather_places(comm_, memory_ != nullptr ? memory_->name() : "cpu"));
     reporter_.header();
     const auto sizes = sweep_sizes(o_.min_bytes, o_.max_bytes, o_.factor);
     for (Dtype dtype : o_.dtypes) {

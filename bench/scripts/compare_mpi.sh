@@ -7,12 +7,13 @@
 #
 # ARGS replace the default options of both tools (-b 8 -e 256M -f 2 -n 20 -w 5 -z 1): -z 1
 # waits for each procgroup operation before the next, as MPI's blocking calls do. RANKS
-# (default 2), BUILD_DIR (default build), MPI_ARGS (extra mpirun options, e.g.
-# "--mca btl self,tcp" for MPI over TCP like gloo; default: Open MPI's choice, shared memory
-# on one host) and OUT (directory for the CSV files; default: a new temporary one).
+# (default 2), BUILD_DIR (the build tree or install prefix; default: the prefix this script
+# is installed in, <prefix>/share/procgroup/bench, else build), MPI_ARGS (extra mpirun
+# options, e.g. "--mca btl self,tcp" for MPI over TCP like gloo; default: Open MPI's choice,
+# shared memory on one host) and OUT (directory for the CSV files; default: a new temporary one).
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "${1:-0}"; }
 [[ $# -ge 1 && $1 != -h && $1 != --help ]] || usage $(( $# >= 1 ? 0 : 2 ))
 backend=$1; shift
 op=allreduce
@@ -24,14 +25,20 @@ if [[ $# -gt 0 ]]; then
   args=("$@")
 fi
 
-BUILD_DIR=${BUILD_DIR:-build}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ -z ${BUILD_DIR:-} ]]; then
+  BUILD_DIR=build
+  [[ -x $here/../../../bin/collbench ]] && BUILD_DIR=$(cd "$here/../../.." && pwd)  # installed
+fi
 RANKS=${RANKS:-2}
 bin=$BUILD_DIR/bin
 for tool in pgrun collbench mpi_collbench; do
   [[ -x $bin/$tool ]] || { echo "compare_mpi.sh: $bin/$tool not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "compare_mpi.sh: mpirun not found (openmpi-bin)" >&2; exit 1; }
-[[ -f $BUILD_DIR/lib/procgroup/libprocgroup-$backend.so ]] ||
+# lib/procgroup in a build tree; <libdir>/procgroup in an install (lib, or lib/<multiarch>).
+plugins=$(ls -d "$BUILD_DIR"/lib/procgroup "$BUILD_DIR"/lib/*/procgroup 2>/dev/null | head -n 1 || true)
+[[ -n $plugins && -f $plugins/libprocgroup-$backend.so ]] ||
   { echo "compare_mpi.sh: no $backend plugin in $BUILD_DIR/lib/procgroup" >&2; exit 1; }
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"

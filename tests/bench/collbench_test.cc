@@ -231,5 +231,24 @@ TEST(Collbench, RootOutsideTheGroupIsAnError) {
       << run.result.err;
 }
 
+// nccl-tests' per-rank lines: every rank's pid, host and device, gathered on rank 0.
+TEST(Collbench, EveryRankSaysWhereItRuns) {
+  BenchRun run = run_collbench(2, {"allreduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  ASSERT_EQ(run.json["ranks"].size(), 2u) << run.json;
+  for (int r = 0; r < 2; ++r) {
+    const auto& place = run.json["ranks"][r];
+    EXPECT_EQ(place["rank"], r);
+    EXPECT_EQ(place["host"], run.json["host"]);
+    EXPECT_EQ(place["device"], "cpu");
+    const std::string line = "#  Rank  " + std::to_string(r) + " Group  0 Pid ";
+    EXPECT_NE(run.result.out.find(line), std::string::npos) << run.result.out;
+    EXPECT_NE(run.result.out.find(std::to_string(place["pid"].get<int>()) + " on "),
+              std::string::npos)
+        << run.result.out;
+  }
+  EXPECT_NE(run.json["ranks"][0]["pid"], run.json["ranks"][1]["pid"]);
+}
+
 }  // namespace
 }  // namespace procgroup::testing
