@@ -67,6 +67,39 @@ bool is_timeout(const std::string& what) {
   return what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
 }
 
+// The join phase's keys: a counter, the flag its last rank sets, one key per rank.
+constexpr const char* kJoinedCount = "joined";
+constexpr const char* kAllJoined = "all-joined";
+std::string joined_key(int rank) { return "joined/" + std::to_string(rank); }
+
+// How long a failed join may spend finding out who is missing (one store read per rank).
+constexpr std::chrono::milliseconds kMaxSearchTime{500};
+
+// Ascending ranks kept as ranges: memory grows with the gaps, not the ranks.
+class RankRanges {
+ public:
+  void add(int first, int last) {
+    if (first > last) return;
+    if (!ranges_.empty() && ranges_.back().second + 1 == first) {
+      ranges_.back().second = last;
+    } else {
+      ranges_.emplace_back(first, last);
+    }
+  }
+  bool empty() const { return ranges_.empty(); }
+  std::string str() const {  // "1-3, 7"
+    std::string text;
+    for (const auto& [first, last] : ranges_) {
+      text += (text.empty() ? "" : ", ") + std::to_string(first);
+      if (last != first) text += "-" + std::to_string(last);
+    }
+    return text;
+  }
+
+ private:
+  std::vector<std::pair<int, int>> ranges_;
+};
+
 }  // namespace
 
 // Which ranks failed and how. For a timeout the first rank to time out is the one to
@@ -102,10 +135,67 @@ struct MeshContext::Failures {
   }
 };
 
+// Who is here, before anything per peer exists: a rank costs O(1) memory and store calls
+// here however large a size it was given, and pairs (one per peer) are made only once
+// every rank has joined. The rank that completes the count sets a flag the others wait on.
+Status MeshContext::await_ranks(StoreAdapter& store, Clock::time_point deadline) {
+  started_ = Clock::now();
+  store.set(joined_key(rank), {'1'});
+  const int64_t joined = store.add(kJoinedCount, 1);
+  if (joined >= size) {
+    if (joined == size) store.set(kAllJoined, {'1'});
+    return {};
+  }
+  try {
+    store.fetch(kAllJoined, left_until(deadline));
+    return {};
+  } catch (const StoreError& e) {
+    if (e.status() != PG_ERR_TIMEOUT) throw;
+  }
+  return missing_ranks(store, store.add(kJoinedCount, 0));
+}
+
+// The join timed out with `joined` ranks in: name the others, as far as a short search
+// can (a rank that is missing has no key; the search stops once all are found).
+Status MeshContext::missing_ranks(StoreAdapter& store, int64_t joined) {
+  const int64_t missing = size - joined;
+  if (missing <= 0) return {};  // the last one came just now
+  RankRanges ranges;
+  int64_t found = 0;
+  if (joined == 1) {  // only this rank: no need to look
+    ranges.add(0, rank - 1);
+    ranges.add(rank + 1, size - 1);
+    found = missing;
+  } else {
+    const auto until =
+        Clock::now() + std::min<std::chrono::milliseconds>(kMaxSearchTime, getTimeout() / 4);
+    for (int r = 0; r < size && found < missing && Clock::now() < until; ++r) {
+      if (r == rank || store.exists(joined_key(r))) continue;
+      ranges.add(r, r);
+      ++found;
+    }
+  }
+  std::string who = missing == 1 ? "rank " : "ranks ";
+  if (ranges.empty()) {
+    who = std::to_string(missing) + " ranks";
+  } else {
+    who += ranges.str();
+    if (found < missing) who += " and " + std::to_string(missing - found) + " more";
+  }
+  std::string text = who + " did not join the rendezvous within " +
+                     std::to_string(getTimeout().count()) + " ms (not started, stuck, or dead";
+  if (missing > 1) text += "; " + std::to_string(joined) + " of " + std::to_string(size) + " joined";
+  return Status::error(PG_ERR_TIMEOUT, text + ")");
+}
+
 Status MeshContext::connect_mesh(StoreAdapter& store,
                                  std::shared_ptr<gloo::transport::Device>& device) {
   const auto timeout = getTimeout();
-  const auto deadline = Clock::now() + timeout;
+  Status joined = await_ranks(store, Clock::now() + timeout);
+  if (!joined.ok()) return joined;
+  // Everyone is here: connecting gets the rest of the timeout, and a little more when the
+  // last rank came late (at most 1.5 timeouts in all, with the check below).
+  const auto deadline = std::max(started_ + timeout, Clock::now() + timeout / 4);
   const std::string within = " within " + std::to_string(timeout.count()) + " ms";
   auto transport = device->createContext(rank, size);
   transport->setTimeout(timeout);
@@ -156,7 +246,9 @@ Status MeshContext::connect_mesh(StoreAdapter& store,
   device_ = device;
   transportContext_ = std::move(transport);
   // A rank that joined just before the deadline still gets a moment to answer.
-  check_connections(failures, std::max(deadline, Clock::now() + kMinCheckTime));
+  check_connections(failures,
+                    std::max(deadline, Clock::now() + std::min<std::chrono::milliseconds>(
+                                                          kMinCheckTime, timeout / 4)));
   return failures.status();
 }
 

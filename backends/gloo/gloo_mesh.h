@@ -4,8 +4,10 @@
 // Gloo's own connectFullMesh() reports "connect [10.0.0.7]:41234: Connection refused" or a
 // store timeout without saying which rank it was waiting for, and it returns as soon as
 // each socket is connected, even if the peer died a moment later. This does the same
-// exchange (each rank publishes its pairs' addresses under its rank, then connects to
-// every other rank's) one rank at a time, so every failure names its rank, and then
+// exchange (once every rank has joined — a counter in the store, so a rank given a huge
+// size costs nothing per absent peer — each rank publishes its pairs' addresses under its
+// rank, then connects to every other rank's) one rank at a time, so every failure names its
+// rank, and then
 // checks each connection end to end with a one-byte exchange, so a rank that died during
 // the rendezvous fails group creation on every survivor instead of their first collective.
 //
@@ -33,13 +35,18 @@ class MeshContext : public gloo::rendezvous::Context {
  public:
   MeshContext(int my_rank, int group_size) : gloo::rendezvous::Context(my_rank, group_size) {}
 
-  // Blocks up to the context's timeout. Failures: PG_ERR_TIMEOUT (a rank did not join or
-  // answer), PG_ERR_PEER_LOST (a connection failed), or the store's status.
+  // Blocks up to the context's timeout (1.5x at most, whatever the size). Failures:
+  // PG_ERR_TIMEOUT (a rank did not join or answer), PG_ERR_PEER_LOST (a connection failed),
+  // or the store's status.
   Status connect_mesh(StoreAdapter& store, std::shared_ptr<gloo::transport::Device>& device);
 
  private:
   struct Failures;
+  Status await_ranks(StoreAdapter& store, std::chrono::steady_clock::time_point deadline);
+  Status missing_ranks(StoreAdapter& store, int64_t joined);
   void check_connections(Failures& failures, std::chrono::steady_clock::time_point deadline);
+
+  std::chrono::steady_clock::time_point started_;
 };
 
 }  // namespace procgroup::gloo_backend

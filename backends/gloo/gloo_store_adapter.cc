@@ -51,6 +51,26 @@ std::vector<char> StoreAdapter::fetch(const std::string& key, std::chrono::milli
   return out;
 }
 
+bool StoreAdapter::exists(const std::string& key) {
+  try {
+    fetch(key, std::chrono::milliseconds(0));
+  } catch (const StoreError& e) {
+    if (e.status() == PG_ERR_TIMEOUT) return false;
+    throw;
+  }
+  return true;
+}
+
+int64_t StoreAdapter::add(const std::string& key, int64_t delta) {
+  const std::string full = prefix_ + key;
+  int64_t result = 0;
+  const pg_status_t st = store_->add(store_->ctx, full.c_str(), delta, &result);
+  if (st != PG_OK) {
+    throw StoreError(st, "store add to '" + full + "' failed: " + describe(st));
+  }
+  return result;
+}
+
 std::vector<char> StoreAdapter::get(const std::string& key) { return fetch(key, timeout_); }
 
 void StoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }

@@ -45,6 +45,10 @@ class StoreAdapter : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
   // get() with its own bound.
   std::vector<char> fetch(const std::string& key, std::chrono::milliseconds timeout);
+  // Whether key exists now (no wait).
+  bool exists(const std::string& key);
+  // Adds delta to the counter at key and returns its new value.
+  int64_t add(const std::string& key, int64_t delta);
 
  private:
   const pg_host_store_t* store_;
