@@ -2,7 +2,9 @@
 #include "store/open_store.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 #include "store/c10d_store_client.h"
 #include "store/file_store.h"
@@ -21,6 +23,33 @@ bool host_char(char c) {
 bool ipv6_char(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' ||
          c == '.' || c == '%' || host_char(c);  // '%' starts a zone (fe80::1%eth0)
+}
+
+// PROCGROUP_STORE_MAX_BYTES: bytes, or with a K, M, G or T suffix (binary: 512M = 512 MiB).
+Result<size_t> store_max_bytes() {
+  const char* text = std::getenv("PROCGROUP_STORE_MAX_BYTES");
+  if (text == nullptr || *text == '\0') return kDefaultMaxStoreBytes;
+  const std::string_view s(text);
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  std::string_view unit(end, static_cast<size_t>(s.data() + s.size() - end));
+  int shift = 0;
+  if (!unit.empty()) {
+    const std::string_view units = "KMGT";
+    const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    if (at != std::string_view::npos) {
+      shift = 10 * static_cast<int>(at + 1);
+      unit.remove_prefix(1);
+      if (unit == "iB" || unit == "B") unit = {};
+    }
+  }
+  if (ec != std::errc() || !unit.empty() || value == 0 || value > (uint64_t{1} << (63 - shift))) {
+    return make_error(PG_ERR_CONFIG,
+                      "PROCGROUP_STORE_MAX_BYTES='{}' is not a positive size in bytes (e.g. "
+                      "268435456, 512M or 2G)",
+                      s);
+  }
+  return static_cast<size_t>(value << shift);
 }
 
 Status bad_url(std::string_view url, std::string_view why) {
@@ -137,6 +166,7 @@ Result<std::shared_ptr<Store>> open_tcp(const StoreUrl& url, const StoreConfig& 
   options.host = url.host;
   options.port = url.port;
   options.token = config.token;
+  PG_ASSIGN_OR_RETURN(options.max_bytes, store_max_bytes());
   PG_ASSIGN_OR_RETURN(auto server, TcpStoreServer::start(std::move(options)));
   client.port = server->port();
   PG_ASSIGN_OR_RETURN(auto own_client, TcpStoreClient::connect(std::move(client)));

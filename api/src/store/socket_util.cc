@@ -143,12 +143,22 @@ Status recv_exact(int fd, std::span<uint8_t> out, Deadline deadline) {
   return ok_status();
 }
 
-Result<UniqueFd> IdleConnections::take_or_open(const std::function<Result<UniqueFd>()>& open) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      UniqueFd fd = std::move(idle_.back());
+Result<UniqueFd> IdleConnections::take_or_open(const std::function<Result<UniqueFd>()>& open,
+                                               bool* reused) {
+  if (reused != nullptr) *reused = false;
+  for (;;) {
+    UniqueFd fd;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_.empty()) break;
+      fd = std::move(idle_.back());
       idle_.pop_back();
+    }
+    // An idle connection has nothing to read: input means the server closed it (after an
+    // error that ends the connection, say), so the request goes to another one.
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) {
+      if (reused != nullptr) *reused = true;
       return fd;
     }
   }

@@ -88,8 +88,10 @@ Status recv_exact(int fd, std::span<uint8_t> out, Deadline deadline);
 class IdleConnections {
  public:
   explicit IdleConnections(size_t max_idle) : max_idle_(max_idle) {}
-  // An idle connection, or a new one from open() when none is idle.
-  Result<UniqueFd> take_or_open(const std::function<Result<UniqueFd>()>& open);
+  // An idle connection the server has not closed, or a new one from open() when none is.
+  // *reused (if given) says which.
+  Result<UniqueFd> take_or_open(const std::function<Result<UniqueFd>()>& open,
+                                bool* reused = nullptr);
   // Kept for the next request unless max_idle are idle already.
   void give_back(UniqueFd fd);
 

@@ -76,12 +76,17 @@ inline constexpr size_t kMaxFrameBytes = 2 * kMaxValueBytes + (size_t{64} << 10)
 inline constexpr size_t kMaxUnauthenticatedFrameBytes = 1 + kMacBytes + kNonceBytes;
 // Keys the server holds at once.
 inline constexpr size_t kMaxStoredKeys = size_t{1} << 20;
-// Connections the server serves at once; more are told so and closed.
+// Connections the server serves at once. At the limit a new one evicts the oldest that has
+// not yet sent a request (or authenticated); if every one has, it is told so and closed.
 inline constexpr size_t kMaxConnections = 4096;
+// Bytes the server holds in keys and values, plus frames it is receiving
+// (PROCGROUP_STORE_MAX_BYTES overrides it): beyond, a SET is refused as "the store is full".
+inline constexpr size_t kDefaultMaxStoreBytes = size_t{256} << 20;
 // Per connection, the server buffers at most one frame of input (header + kMaxFrameBytes)
 // and stops reading requests while more than this much of its replies are unsent.
 inline constexpr size_t kMaxBufferedReplyBytes = 2 * kMaxValueBytes;
-// An unauthenticated connection must send AUTH within this time.
+// A new connection must send AUTH (with a token) or its first request (without) within this
+// time, or it is closed: a connection that sends nothing holds a slot for nobody.
 inline constexpr Millis kAuthTimeout{5000};
 // A connection that leaves a frame incomplete without sending a byte for this long is
 // closed (a stalled or slowloris client); other connections are never held up by it.

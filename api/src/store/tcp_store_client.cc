@@ -55,7 +55,9 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(TcpStoreClientOp
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(std::move(options)));
   PG_ASSIGN_OR_RETURN(UniqueFd fd,
                       client->open_connection(Deadline::after(client->options_.timeout)));
-  client->idle_.give_back(std::move(fd));
+  // Kept for the first request only once authenticated: the server closes a connection
+  // that sends nothing for a while (kAuthTimeout), and the first request may come later.
+  if (!client->options_.token.empty()) client->idle_.give_back(std::move(fd));
   return client;
 }
 
@@ -170,14 +172,26 @@ Status TcpStoreClient::handshake(int fd, Deadline deadline, bool* fatal) {
 Result<TcpStoreClient::Reply> TcpStoreClient::call(std::string_view what, const Bytes& request,
                                                    Op expect, Deadline deadline) {
   // All pooled connections busy (or broken): open another, as patiently as at start.
+  bool reused = false;
   auto taken = idle_.take_or_open(
-      [&] { return open_connection(Deadline::after(options_.timeout).min(deadline)); });
+      [&] { return open_connection(Deadline::after(options_.timeout).min(deadline)); }, &reused);
   if (!taken.ok()) return fail(what, taken.status());
   UniqueFd fd = std::move(taken).value();
   // On any I/O error fd is dropped: a late reply must never answer the next request.
   Status sent = send_all(fd.get(), request, deadline);
+  auto body = sent.ok() ? read_frame(fd.get(), deadline) : Result<Bytes>(sent);
+  if (!body.ok() && reused && body.status().code() == PG_ERR_STORE) {
+    // The server had closed this idle connection (after an error that ends it, its ERROR
+    // just read, or for sending nothing) without reading the request, which it answers
+    // whenever it reads one: a fresh connection carries it once more.
+    fd.reset();
+    auto fresh = open_connection(Deadline::after(options_.timeout).min(deadline));
+    if (!fresh.ok()) return fail(what, fresh.status());
+    fd = std::move(fresh).value();
+    sent = send_all(fd.get(), request, deadline);
+    body = sent.ok() ? read_frame(fd.get(), deadline) : Result<Bytes>(sent);
+  }
   if (!sent.ok()) return fail(what, sent);
-  auto body = read_frame(fd.get(), deadline);
   if (!body.ok()) {
     if (body.status().code() == PG_ERR_TIMEOUT) {
       return fail(what, make_error(PG_ERR_TIMEOUT, "no reply within the deadline"));

@@ -94,7 +94,17 @@ void TcpStoreServer::Loop::process_input(Connection& c) {
                        c.authenticated ? "" : " (not authenticated yet)"));
       break;
     }
-    if (next.kind == FrameSplit::kIncomplete) break;
+    if (next.kind == FrameSplit::kIncomplete) {
+      // Its length is known once the header is in: hold room for it, or refuse it now.
+      if (next.length > 0 && !reserve(c, next.length)) {
+        fail(c, PG_ERR_STORE,
+             fmt::format("the store is full: a {}-byte frame would pass its limit of {} bytes "
+                         "(PROCGROUP_STORE_MAX_BYTES; {} bytes stored)",
+                         next.length, options_.max_bytes, stored_bytes_));
+      }
+      break;
+    }
+    release(c);
     off += kFrameHeaderBytes + next.body.size();
     handle_frame(c, next.body);  // copies what it keeps: c.in is compacted below
   }
@@ -103,6 +113,8 @@ void TcpStoreServer::Loop::process_input(Connection& c) {
   } else if (off > 0) {
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(off));
   }
+  // A large frame's buffer is not kept for the connection's life: max_bytes counts it no more.
+  if (c.in.empty() && c.in.capacity() > kReadChunk) Bytes().swap(c.in);
   // A partial frame that makes no progress is a stalled client.
   if (!c.in.empty() && !c.waiter && !c.lingering && !c.stall_at) {
     arm(c, TimerKind::kStall, c.last_input + options_.stalled_frame_timeout);
@@ -130,6 +142,7 @@ void TcpStoreServer::Loop::fail(Connection& c, pg_status_t code, std::string_vie
   drop_wait(c);
   c.lingering = true;
   c.in.clear();
+  release(c);
   arm(c, TimerKind::kLinger, Clock::now() + kLingerTimeout);
 }
 
@@ -177,6 +190,23 @@ void TcpStoreServer::Loop::settle(Connection& c) {
   }
 }
 
+bool TcpStoreServer::Loop::reserve(Connection& c, uint64_t length) {
+  if (length == c.reserved) return true;
+  const size_t others = reserved_bytes_ - c.reserved;
+  if (stored_bytes_ + others > options_.max_bytes ||
+      length > options_.max_bytes - stored_bytes_ - others) {
+    return false;
+  }
+  reserved_bytes_ = others + length;
+  c.reserved = length;
+  return true;
+}
+
+void TcpStoreServer::Loop::release(Connection& c) {
+  reserved_bytes_ -= c.reserved;
+  c.reserved = 0;
+}
+
 void TcpStoreServer::Loop::close_connection(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
@@ -185,6 +215,8 @@ void TcpStoreServer::Loop::close_connection(uint64_t id) {
   if (c.auth_at) timers_.erase({*c.auth_at, id, TimerKind::kAuth});
   if (c.stall_at) timers_.erase({*c.stall_at, id, TimerKind::kStall});
   if (c.linger_at) timers_.erase({*c.linger_at, id, TimerKind::kLinger});
+  release(c);
+  silent_.erase(id);
   log(kLogDebug, "store", "connection from {} closed", c.peer);
   connections_.erase(it);  // closing the fd also removes it from epoll
 }

@@ -30,6 +30,9 @@ class TcpStoreServer::Loop {
   void run();
   // Safe from any thread.
   void stop();
+  // For the start-up log line, before run().
+  const std::vector<UniqueFd>& listeners() const { return listeners_; }
+  bool unauthenticated() const { return options_.token.empty(); }
 
  private:
   enum class TimerKind : uint8_t { kAuth, kWaiter, kStall, kLinger, kResumeAccept };
@@ -52,6 +55,7 @@ class TcpStoreServer::Loop {
     Bytes out;  // replies not yet sent, from out_sent on
     size_t out_sent = 0;
     bool authenticated = false;
+    bool spoke = false;  // authenticated (token) or sent a request (none): not evictable
     Nonce nonce{};
     bool lingering = false;  // a fatal ERROR is queued: flush, shut down, discard input
     bool write_shut = false;
@@ -62,10 +66,16 @@ class TcpStoreServer::Loop {
     // Armed timers, so close can cancel them.
     std::optional<Clock::time_point> auth_at, stall_at, linger_at;
     uint32_t interest = 0;
+    size_t reserved = 0;  // bytes of max_bytes held for the frame being received
   };
 
   // ---- tcp_store_server.cc ----
   void accept_all(size_t listener);
+  // Closes the oldest connection that has not spoken yet; false if there is none.
+  bool evict_silent(std::string_view why);
+  // Holds length bytes of max_bytes for c's incoming frame; false if the store is full.
+  bool reserve(Connection& c, uint64_t length);
+  void release(Connection& c);
   void set_accepting(bool on);
   void on_event(uint64_t id, uint32_t events);
   void read_input(Connection& c, uint32_t events);
@@ -90,6 +100,7 @@ class TcpStoreServer::Loop {
   void handle_frame(Connection& c, std::span<const uint8_t> body);
   void handle_auth(Connection& c, const Request& request);
   void handle_request(Connection& c, const Request& request);
+  void mark_spoke(Connection& c);
   // Stores value (limits checked) and wakes waiters of key.
   Status store_value(const std::string& key, Bytes value);
   void notify(const std::string& key);
@@ -112,6 +123,10 @@ class TcpStoreServer::Loop {
   std::unordered_map<uint64_t, Connection> connections_;
   uint64_t next_id_ = kFirstConnectionId;
   std::unordered_map<std::string, Bytes> data_;
+  size_t stored_bytes_ = 0;    // keys + values in data_
+  size_t reserved_bytes_ = 0;  // frames being received (Connection::reserved)
+  std::set<uint64_t> silent_;  // connections that have not spoken, oldest first
+  bool warned_evicting_ = false;
   std::unordered_map<std::string, std::vector<uint64_t>> waiting_on_;  // key -> connections
   std::set<Timer> timers_;
   std::vector<uint64_t> ready_;  // waits completed: their next requests can be parsed

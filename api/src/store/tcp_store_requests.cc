@@ -26,10 +26,10 @@ void TcpStoreServer::Loop::send_hello(Connection& c) {
       return;
     }
     c.nonce = nonce.value();
-    arm(c, TimerKind::kAuth, Clock::now() + options_.auth_timeout);
   } else {
     c.authenticated = true;
   }
+  arm(c, TimerKind::kAuth, Clock::now() + options_.auth_timeout);
   queue(c, FrameWriter(Op::kHello)
                .u32(kProtocolMagic)
                .u8(kProtocolVersion)
@@ -71,13 +71,21 @@ void TcpStoreServer::Loop::handle_auth(Connection& c, const Request& request) {
     return;
   }
   c.authenticated = true;
-  if (c.auth_at) timers_.erase({*c.auth_at, c.id, TimerKind::kAuth});
-  c.auth_at.reset();
+  mark_spoke(c);
   const Mac proof = server_proof(options_.token, request.client_nonce, c.nonce);
   queue(c, FrameWriter(Op::kValue).str(std::span<const uint8_t>(proof)).finish());
 }
 
+void TcpStoreServer::Loop::mark_spoke(Connection& c) {
+  if (c.spoke) return;
+  c.spoke = true;
+  silent_.erase(c.id);
+  if (c.auth_at) timers_.erase({*c.auth_at, c.id, TimerKind::kAuth});
+  c.auth_at.reset();
+}
+
 void TcpStoreServer::Loop::handle_request(Connection& c, const Request& r) {
+  mark_spoke(c);
   const Op op = r.op;
   const std::vector<std::string>& keys = r.keys;
   // Request errors: answered, and the connection stays usable.
@@ -134,7 +142,10 @@ void TcpStoreServer::Loop::handle_request(Connection& c, const Request& r) {
     }
     case Op::kRemove:
       queue(c, bool_frame(found != data_.end()));
-      if (found != data_.end()) data_.erase(found);
+      if (found != data_.end()) {
+        stored_bytes_ -= found->first.size() + found->second.size();
+        data_.erase(found);
+      }
       return;
     case Op::kWait: {
       Waiter w{Op::kWait, {}, {}, r.timeout_ms, {}};
@@ -163,6 +174,14 @@ void TcpStoreServer::Loop::handle_request(Connection& c, const Request& r) {
 
 Status TcpStoreServer::Loop::store_value(const std::string& key, Bytes value) {
   auto it = data_.find(key);
+  const size_t old = it == data_.end() ? 0 : key.size() + it->second.size();
+  const size_t now = key.size() + value.size();
+  if (now > old && now - old > options_.max_bytes - std::min(options_.max_bytes, stored_bytes_)) {
+    return make_error(PG_ERR_STORE,
+                      "the store is full: {} of its {} bytes are used "
+                      "(PROCGROUP_STORE_MAX_BYTES); cannot store {} bytes under key {}",
+                      stored_bytes_, options_.max_bytes, value.size(), printable_key(key));
+  }
   if (it == data_.end()) {
     if (data_.size() >= options_.max_keys) {
       return make_error(PG_ERR_STORE, "the store is full ({} keys); cannot add key {}",
@@ -172,6 +191,7 @@ Status TcpStoreServer::Loop::store_value(const std::string& key, Bytes value) {
   } else {
     it->second = std::move(value);
   }
+  stored_bytes_ = stored_bytes_ - old + now;
   notify(key);
   return ok_status();
 }

@@ -25,6 +25,18 @@ void set_port(sockaddr_storage& addr, int port) {
   }
 }
 
+bool on_loopback(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
+  if (addr.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<sockaddr_in&>(addr).sin_addr.s_addr) >> 24) == 127;
+  }
+  const in6_addr& a6 = reinterpret_cast<sockaddr_in6&>(addr).sin6_addr;
+  return addr.ss_family == AF_INET6 &&
+         (IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127));
+}
+
 int bound_port(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
@@ -101,6 +113,15 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(TcpStoreServerOpti
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] { loop->run(); });
   log(kLogInfo, "store", "serving on {}", host_port(server->host_, port));
+  const bool reachable = std::any_of(server->loop_->listeners().begin(),
+                                     server->loop_->listeners().end(),
+                                     [](const UniqueFd& fd) { return !on_loopback(fd.get()); });
+  if (server->loop_->unauthenticated() && reachable) {
+    log(kLogWarn, "store",
+        "the store on {} accepts any client that reaches it (no PROCGROUP_STORE_TOKEN): set "
+        "the same PROCGROUP_STORE_TOKEN on every rank to require it",
+        host_port(server->host_, port));
+  }
   return server;
 }
 
@@ -192,6 +213,10 @@ void TcpStoreServer::Loop::accept_all(size_t listener) {
       int err = errno;
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
+      // Out of descriptors: a connection that never spoke gives its own up.
+      if ((err == EMFILE || err == ENFILE) && evict_silent("the store is out of descriptors")) {
+        continue;
+      }
       // Out of descriptors or memory: the listener would stay readable and spin the loop.
       log(kLogWarn, "store", "accept failed: {}; pausing new connections", errno_text(err));
       set_accepting(false);
@@ -200,6 +225,12 @@ void TcpStoreServer::Loop::accept_all(size_t listener) {
     }
     UniqueFd fd(raw);
     std::string peer = sockaddr_text(reinterpret_cast<sockaddr*>(&addr), len);
+    // At the limit, a connection that only sits there gives its slot to this one, so real
+    // ranks still get in.
+    if (connections_.size() >= options_.max_connections) {
+      (void)evict_silent(fmt::format("the store is at its limit of {} connections",
+                                     options_.max_connections));
+    }
     if (connections_.size() >= options_.max_connections) {
       log(kLogWarn, "store", "refusing {}: already {} connections (the limit)", peer,
           connections_.size());
@@ -228,9 +259,31 @@ void TcpStoreServer::Loop::accept_all(size_t listener) {
       continue;
     }
     log(kLogDebug, "store", "connection from {}", c.peer);
+    silent_.insert(id);
     send_hello(c);
     settle(c);
   }
+}
+
+bool TcpStoreServer::Loop::evict_silent(std::string_view why) {
+  if (silent_.empty()) return false;
+  auto it = connections_.find(*silent_.begin());
+  if (it == connections_.end()) {
+    silent_.erase(silent_.begin());
+    return true;
+  }
+  Connection& c = it->second;
+  const int level = warned_evicting_ ? kLogDebug : kLogWarn;
+  warned_evicting_ = true;
+  log(level, "store", "{}: closing {}, which has sent nothing{}", why, c.peer,
+      level == kLogWarn ? " (further such closes are logged at debug level)" : "");
+  Bytes frame = FrameWriter(Op::kError)
+                    .u32(static_cast<uint32_t>(PG_ERR_STORE))
+                    .str(fmt::format("closed: {} and this connection sent nothing", why))
+                    .finish();
+  (void)::send(c.fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close_connection(c.id);
+  return true;
 }
 
 void TcpStoreServer::Loop::arm(Connection& c, TimerKind kind, Clock::time_point at) {
@@ -257,7 +310,14 @@ void TcpStoreServer::Loop::fire_timers() {
     switch (kind) {
       case TimerKind::kAuth:
         c.auth_at.reset();
-        if (!c.authenticated) fail(c, PG_ERR_AUTH, "no authentication answer in time");
+        if (c.spoke) break;
+        if (!options_.token.empty()) {
+          fail(c, PG_ERR_AUTH, "no authentication answer in time");
+        } else {
+          fail(c, PG_ERR_TIMEOUT,
+               fmt::format("no request within {} ms of connecting",
+                           options_.auth_timeout.count()));
+        }
         break;
       case TimerKind::kWaiter:
         if (c.waiter && c.waiter->deadline == at) expire_wait(c);

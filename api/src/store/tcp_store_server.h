@@ -23,7 +23,8 @@ struct TcpStoreServerOptions {
   // Limits; tests lower them.
   size_t max_connections = kMaxConnections;
   size_t max_keys = kMaxStoredKeys;
-  Millis auth_timeout = kAuthTimeout;
+  size_t max_bytes = kDefaultMaxStoreBytes;  // keys + values held + frames being received
+  Millis auth_timeout = kAuthTimeout;  // to authenticate, or (no token) to send a request
   Millis stalled_frame_timeout = kStalledFrameTimeout;
 };
 

@@ -211,14 +211,20 @@ TEST_F(TcpStoreHardeningTest, SlowlorisDoesNotStallOthersAndIsClosed) {
   expect_still_serving();
 }
 
+// Connections that have sent a request; a silent one could be evicted instead (below).
+std::unique_ptr<RawConnection> speaking_connection(int port) {
+  auto raw = std::make_unique<RawConnection>(port);
+  EXPECT_TRUE(raw->read_hello());
+  EXPECT_TRUE(raw->send(FrameWriter(Op::kCheck).u32(1).str("anything").finish()));
+  EXPECT_TRUE(raw->read_frame());
+  return raw;
+}
+
 TEST_F(TcpStoreHardeningTest, TooManyConnectionsAreRefusedAndServiceResumes) {
   server_.reset();
   start({.max_connections = 3});
   std::vector<std::unique_ptr<RawConnection>> held;
-  for (int i = 0; i < 3; ++i) {
-    held.push_back(std::make_unique<RawConnection>(port()));
-    ASSERT_TRUE(held.back()->read_hello());
-  }
+  for (int i = 0; i < 3; ++i) held.push_back(speaking_connection(port()));
   RawConnection extra(port());
   auto refused = extra.read_frame();
   ASSERT_TRUE(refused);
