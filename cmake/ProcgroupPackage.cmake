@@ -6,6 +6,11 @@ include(CMakePackageConfigHelpers)
 set(PROCGROUP_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/procgroup")
 install(EXPORT procgroupTargets NAMESPACE procgroup::
         DESTINATION "${PROCGROUP_CMAKE_INSTALL_DIR}")
+# The toolkit ddp was built with: the config's hint for find_dependency(CUDAToolkit).
+set(PROCGROUP_CUDA_ROOT "")
+if(PROCGROUP_HAVE_CUDA)
+  get_filename_component(PROCGROUP_CUDA_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+endif()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/procgroupConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/procgroupConfig.cmake"
   INSTALL_DESTINATION "${PROCGROUP_CMAKE_INSTALL_DIR}"
