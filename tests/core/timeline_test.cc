@@ -146,6 +146,18 @@ pg_status_t create_alone() {
   return s;
 }
 
+TEST(TimelineUnwritable, IsAConfigErrorAtGroupCreation) {
+  TempDir dir;
+  const std::string prefix = dir.path() + "/no/such/dir/run";
+  setenv("PROCGROUP_TIMELINE", prefix.c_str(), 1);
+  EXPECT_EQ(create_alone(), PG_ERR_CONFIG);
+  EXPECT_NE(std::string(pg_last_error())
+                .find("PROCGROUP_TIMELINE: cannot write " + prefix + ".rank0.json: No such file"),
+            std::string::npos)
+      << pg_last_error();
+  unsetenv("PROCGROUP_TIMELINE");
+}
+
 TEST(LogSettings, LogLevelIsCaseInsensitive) {
   for (const char* value : {"DEBUG", "Info", "warn", "ERROR"}) {
     setenv("PROCGROUP_LOG_LEVEL", value, 1);

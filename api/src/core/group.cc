@@ -71,6 +71,10 @@ GroupState::~GroupState() {
 Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config,
                                                        std::shared_ptr<Store> user_store) {
   set_log_rank(config.rank);  // before the loader's lines
+  std::shared_ptr<Timeline> timeline;
+  if (!config.timeline_path.empty()) {
+    PG_ASSIGN_OR_RETURN(timeline, Timeline::create(config.timeline_path, config.rank));
+  }
   std::string backend =
       config.backend.empty() ? default_backend(config.device_type) : config.backend;
   PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
@@ -97,9 +101,6 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
     return agreed.with_context(fmt::format("creating group '{}' (rank {} of {})", config.name,
                                            config.rank, config.size));
   Members members{config.rank, config.size, config.local_rank, config.local_size};
-  std::shared_ptr<Timeline> timeline;
-  if (!config.timeline_path.empty())
-    timeline = std::make_shared<Timeline>(config.timeline_path, config.rank);
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store,
                           std::move(timeline)};
   std::shared_ptr<GroupState> group(

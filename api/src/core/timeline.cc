@@ -52,6 +52,17 @@ Timeline::Timeline(std::string prefix, int rank)
       rank_(rank),
       wall_offset_us_(wall_minus_steady_us()) {}
 
+Result<std::shared_ptr<Timeline>> Timeline::create(std::string prefix, int rank) {
+  auto timeline = std::make_shared<Timeline>(std::move(prefix), rank);
+  // Created (empty) now, written at the end: a path that cannot be written fails here.
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(timeline->path().c_str(), "w"),
+                                             &std::fclose);
+  if (!file)
+    return make_error(PG_ERR_CONFIG, "PROCGROUP_TIMELINE: cannot write {}: {}", timeline->path(),
+                      std::strerror(errno));
+  return timeline;
+}
+
 Timeline::~Timeline() {
   Status written = flush();
   if (!written.ok()) log(kLogWarn, "timeline", "PROCGROUP_TIMELINE: {}", written.to_string());

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -35,6 +36,9 @@ class Timeline {
   enum Phase : int32_t { kBegin = 0, kEnd = 1, kInstant = 2 };
 
   Timeline(std::string prefix, int rank);
+  // A timeline whose file can be written: PG_ERR_CONFIG naming PROCGROUP_TIMELINE and the
+  // path if not (at group creation, rather than a lost trace at the end).
+  static Result<std::shared_ptr<Timeline>> create(std::string prefix, int rank);
   ~Timeline();  // flushes; a failure is logged
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
