@@ -327,6 +327,8 @@ int main(int argc, char** argv) {
           "  --ranks    how its ranks run: processes (default) or threads (in-process plugins)\n"
           "  --device   cuda: the collectives on CUDA buffers (default backend nccl), ranks as\n"
           "             processes on devices 0..min(devices, 4) - 1; skips without a device\n"
+          "  --conformance-worker SCENARIO\n"
+          "             one rank of a process-mode test, as the suite starts it (to debug one)\n"
           "See docs/conformance.md.\n\n");
   ::testing::InitGoogleTest(&argc, argv);
   const std::string self = self_path();
