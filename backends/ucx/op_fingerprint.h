@@ -30,8 +30,7 @@ struct OpFingerprint {
   };
 
   static constexpr bool rooted(pg_op_t op) {
-    return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER ||
-           op == PG_OP_SCATTER;
+    return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER || op == PG_OP_SCATTER;
   }
   static constexpr bool reducing(pg_op_t op) {
     return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
@@ -39,8 +38,8 @@ struct OpFingerprint {
 
   // A collective; count is per rank (per block), root and reduce_op count only where the
   // op uses them (other ranks may pass anything there).
-  static constexpr OpFingerprint collective(pg_op_t op, pg_dtype_t dtype, uint64_t count,
-                                            int root, pg_reduce_op_t reduce_op) {
+  static constexpr OpFingerprint collective(pg_op_t op, pg_dtype_t dtype, uint64_t count, int root,
+                                            pg_reduce_op_t reduce_op) {
     const uint64_t count_hash = (count * 0x9E3779B97F4A7C15ull) >> 59;
     const uint64_t root_bits = rooted(op) ? static_cast<uint64_t>(root) : 0;
     const uint64_t reduce = reducing(op) ? static_cast<uint64_t>(reduce_op) & 7 : kNone;

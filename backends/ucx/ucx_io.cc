@@ -77,8 +77,7 @@ Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, ui
   }
   if (!args.empty()) {
     return Status::error(PG_ERR_MISMATCH, head + " called this operation with other arguments (" +
-                                              args + ")" +
-                                              (other_size ? "; it sent " + sent : ""));
+                                              args + ")" + (other_size ? "; it sent " + sent : ""));
   }
   if (other_size) {
     return Status::error(PG_ERR_MISMATCH,
@@ -92,8 +91,7 @@ Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, ui
 }
 
 // How a completed request ended: a mismatch (above), else UCX's status.
-Status outcome(const RequestSlot& slot, ucs_status_t status, uint64_t length,
-               uint64_t sender_tag) {
+Status outcome(const RequestSlot& slot, ucs_status_t status, uint64_t length, uint64_t sender_tag) {
   Status st = checked(slot, status, length, sender_tag);
   if (!st.ok() || status == UCS_OK) return st;
   const std::string who = "rank " + std::to_string(slot.peer);
@@ -299,8 +297,7 @@ void Io::on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* 
   // A truncated message's length is the sender's (UCX wrote only what fitted).
   const bool sized = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
   const bool known = sized && info != nullptr;
-  finish(request, status, known ? info->length : kAnySize, known ? info->sender_tag : 0,
-         user_data);
+  finish(request, status, known ? info->length : kAnySize, known ? info->sender_tag : 0, user_data);
 }
 
 void Io::finish(void* request, ucs_status_t status, uint64_t length, uint64_t sender_tag,

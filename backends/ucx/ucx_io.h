@@ -31,10 +31,10 @@ class Io;
 
 // Which bits of the sender's tag a receive checks itself (ucx_tags.h).
 enum class Check : uint8_t {
-  kNone,         // sends
-  kCollective,   // the sender's OpFingerprint
-  kConfirm,      // a root's receive of a confirmation: any step, zero bytes
-  kP2p,          // the sender's dtype
+  kNone,        // sends
+  kCollective,  // the sender's OpFingerprint
+  kConfirm,     // a root's receive of a confirmation: any step, zero bytes
+  kP2p,         // the sender's dtype
 };
 
 struct RequestSlot {

@@ -29,8 +29,8 @@ inline constexpr uint64_t kKindCollective = 1;
 inline constexpr uint64_t kKindControl = 2;
 inline constexpr uint64_t kKindMask = uint64_t{3} << 62;
 inline constexpr uint64_t kFullMask = ~uint64_t{0};
-inline constexpr uint64_t kFingerprintBits = 0xFFFF;        // collective: the sender's arguments
-inline constexpr uint64_t kStepBits = uint64_t{0x3FF} << 16;  // collective: the step
+inline constexpr uint64_t kFingerprintBits = 0xFFFF;           // collective: the sender's arguments
+inline constexpr uint64_t kStepBits = uint64_t{0x3FF} << 16;   // collective: the step
 inline constexpr uint64_t kP2pDtypeBits = uint64_t{15} << 36;  // send/recv: the sender's dtype
 // What receives match on (the rest they check themselves, see above).
 inline constexpr uint64_t kCollectiveMatch = ~kFingerprintBits;
@@ -58,8 +58,7 @@ inline constexpr uint64_t fold_p2p(uint64_t tag) {
 }
 
 inline constexpr uint64_t p2p(int source, uint64_t user_tag, int dtype) {
-  return make(kKindP2p, source,
-              (static_cast<uint64_t>(dtype) & 15) << 36 | fold_p2p(user_tag));
+  return make(kKindP2p, source, (static_cast<uint64_t>(dtype) & 15) << 36 | fold_p2p(user_tag));
 }
 inline constexpr int p2p_dtype(uint64_t tag) { return static_cast<int>((tag >> 36) & 15); }
 

@@ -20,6 +20,7 @@
 //                                             then, once PATH exists, one more allreduce
 //   --survive-sigterm: ignore pgrun's SIGTERM (it sends SIGKILL after --kill-grace)
 //   --debug-rank R: rank R alone sets PROCGROUP_DEBUG=detail before creating its group
+//   --other-backend R NAME: rank R alone uses backend NAME
 //
 // Exit codes: 0 success (healthy), 3 the expected error was seen, 1 anything unexpected.
 #include <signal.h>
@@ -49,6 +50,8 @@ struct Args {
   int iters = 1;
   bool survive_sigterm = false;
   int debug_rank = -1;
+  int other_backend_rank = -1;
+  std::string other_backend;
 };
 
 int64_t now_ms() {
@@ -121,6 +124,7 @@ int run_rendezvous(const Args& a, int rank, int size) {
   const int late = a.victim == size - 1 ? size - 2 : size - 1;
   if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   if (rank == a.debug_rank) setenv("PROCGROUP_DEBUG", "detail", 1);
+  if (rank == a.other_backend_rank) setenv("PROCGROUP_BACKEND", a.other_backend.c_str(), 1);
   const int64_t start = now_ms();
   pg_group_t g = nullptr;
   pg_status_t st = pg_group_create(nullptr, &g);
@@ -253,9 +257,7 @@ int run_args_mismatch(const Args& a, pg_group_t g, int rank) {
     o.tag = 5;
     o.peer = victim ? 0 : a.victim;
     if (victim) b = pg_buffer_cpu(i, 4, PG_DTYPE_I32);
-    st = rank == 0 ? pg_send(g, &b, &o, nullptr)
-         : victim  ? pg_recv(g, &b, &o, nullptr)
-                   : PG_OK;
+    st = rank == 0 ? pg_send(g, &b, &o, nullptr) : victim ? pg_recv(g, &b, &o, nullptr) : PG_OK;
   }
   report("RESULT", rank, a.op.c_str(), st, start);
   say("DATA rank=" + std::to_string(rank) + " f=" + std::to_string(f[0]) + "," +
@@ -312,6 +314,11 @@ Args parse(int argc, char** argv) {
     if (k == "--cut-file") a.cut_file = v;
     if (k == "--iters") a.iters = std::atoi(v);
     if (k == "--debug-rank") a.debug_rank = std::atoi(v);
+    if (k == "--other-backend" && i + 2 < argc) {
+      a.other_backend_rank = std::atoi(v);
+      a.other_backend = argv[i + 2];
+      ++i;
+    }
     ++i;
   }
   return a;
@@ -322,6 +329,7 @@ int run(const Args& a) {
   if (a.scenario == "rendezvous") return run_rendezvous(a, rank, size);
 
   if (rank == a.debug_rank) setenv("PROCGROUP_DEBUG", "detail", 1);
+  if (rank == a.other_backend_rank) setenv("PROCGROUP_BACKEND", a.other_backend.c_str(), 1);
   const int64_t start = now_ms();
   pg_group_t g = nullptr;
   pg_status_t st = pg_group_create(nullptr, &g);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "fault_run.h"
 
@@ -28,17 +29,23 @@ void expect_no_crash(const FaultRun& run, int nproc) {
   }
 }
 
+// Two ranks of backend running fault_worker with args, timeout kTimeoutS.
+FaultRun run_pair(const std::string& backend, std::vector<std::string> args) {
+  RunSpec spec;
+  spec.backend = backend;
+  spec.nproc = 2;
+  spec.timeout_s = kTimeoutS;
+  spec.args = std::move(args);
+  return run_workers(spec);
+}
+
 using P2pParam = std::tuple<std::string, std::string>;  // backend, smaller|larger
 class P2pMismatch : public ::testing::TestWithParam<P2pParam> {};
 
 TEST_P(P2pMismatch, IsAnErrorOnTheReceiverAndTheGroupStaysUsable) {
   const auto& [backend, which] = GetParam();
-  RunSpec spec;
-  spec.backend = backend;
-  spec.nproc = 2;
-  spec.timeout_s = kTimeoutS;
-  spec.args = {"p2p-mismatch", "--victim", "1", "--op", which, "--survive-sigterm"};
-  FaultRun run = run_workers(spec);
+  FaultRun run =
+      run_pair(backend, {"p2p-mismatch", "--victim", "1", "--op", which, "--survive-sigterm"});
   SCOPED_TRACE(run.log());
   expect_no_crash(run, 2);
   const WorkerLine* send = run.find("RESULT", 0);
@@ -153,12 +160,8 @@ TEST_P(ArgsMismatch, EveryRankOfTheCollectiveFailsAtOnce) {
   const auto backends = process_backends();
   if (std::find(backends.begin(), backends.end(), "ucx") == backends.end())
     GTEST_SKIP() << "the ucx backend is not built";
-  RunSpec spec;
-  spec.backend = "ucx";
-  spec.nproc = 2;
-  spec.timeout_s = kTimeoutS;
-  spec.args = {"args-mismatch", "--victim", "1", "--op", what, "--survive-sigterm"};
-  FaultRun run = run_workers(spec);
+  FaultRun run =
+      run_pair("ucx", {"args-mismatch", "--victim", "1", "--op", what, "--survive-sigterm"});
   SCOPED_TRACE(run.log());
   expect_no_crash(run, 2);
   for (int r = 0; r < 2; ++r) {
@@ -197,12 +200,7 @@ INSTANTIATE_TEST_SUITE_P(AlwaysOnUcx, ArgsMismatch,
 class SettingsMismatch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SettingsMismatch, DebugOnOneRankFailsCreationOnEveryRank) {
-  RunSpec spec;
-  spec.backend = GetParam();
-  spec.nproc = 2;
-  spec.timeout_s = kTimeoutS;
-  spec.args = {"healthy", "--debug-rank", "1", "--survive-sigterm"};
-  FaultRun run = run_workers(spec);
+  FaultRun run = run_pair(GetParam(), {"healthy", "--debug-rank", "1", "--survive-sigterm"});
   SCOPED_TRACE(run.log());
   expect_no_crash(run, 2);
   for (int r = 0; r < 2; ++r) {
@@ -219,6 +217,26 @@ TEST_P(SettingsMismatch, DebugOnOneRankFailsCreationOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SettingsMismatch, ::testing::ValuesIn(process_backends()));
+
+// Rank 1 on another backend: without the comparison each side waits for the other's
+// backend to connect until the timeout.
+TEST(SettingsMismatch, BackendOnOneRankFailsCreationOnEveryRank) {
+  const auto backends = process_backends();
+  if (backends.size() < 2) GTEST_SKIP() << "needs two process backends";
+  FaultRun run = run_pair(
+      backends[0], {"healthy", "--other-backend", "1", backends[1].c_str(), "--survive-sigterm"});
+  SCOPED_TRACE(run.log());
+  expect_no_crash(run, 2);
+  const std::string says =
+      "backend differs between ranks: rank 0 '" + backends[0] + "', rank 1 '" + backends[1] + "'";
+  for (int r = 0; r < 2; ++r) {
+    const WorkerLine* res = run.find("RESULT", r);
+    ASSERT_NE(res, nullptr);
+    EXPECT_EQ(res->field("status"), "PG_ERR_CONFIG") << res->msg;
+    EXPECT_NE(res->msg.find(says), std::string::npos) << res->msg;
+    EXPECT_LT(res->number("took_ms"), 2000) << "at once, not at a timeout";
+  }
+}
 
 }  // namespace
 }  // namespace procgroup::testing

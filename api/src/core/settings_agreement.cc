@@ -45,7 +45,8 @@ std::string differences(const std::vector<Settings>& all) {
   std::string text;
   for (const auto& [name, ours] : all[0]) {
     std::map<std::string, std::vector<int>> ranks_by_value;
-    for (size_t r = 0; r < all.size(); ++r) ranks_by_value[value_of(all[r], name)].push_back(int(r));
+    for (size_t r = 0; r < all.size(); ++r)
+      ranks_by_value[value_of(all[r], name)].push_back(int(r));
     if (ranks_by_value.size() == 1) continue;
     std::string who;
     auto add = [&](const std::string& value) {

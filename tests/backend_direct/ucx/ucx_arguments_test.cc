@@ -40,7 +40,8 @@ void expect_mismatch(RankEnv& env, const pg_backend_op_t& o, const std::string& 
 
 TEST(UcxArguments, ReduceOpDiffers) {
   run_world(2, {}, [](RankEnv& env) {
-    std::vector<float> x = env.rank == 0 ? std::vector<float>{1, 2, 3} : std::vector<float>{2, 4, 6};
+    std::vector<float> x =
+        env.rank == 0 ? std::vector<float>{1, 2, 3} : std::vector<float>{2, 4, 6};
     OpArgs a;
     a.reduce_op = env.rank == 0 ? PG_REDUCE_SUM : PG_REDUCE_MAX;
     pg_buffer_t b = cpu(x.data(), 3, PG_DTYPE_F32);
@@ -72,9 +73,9 @@ TEST_P(RootDiffers, EveryRankFails) {
     a.root = env.rank;
     std::vector<float> mine(4);
     pg_buffer_t all = cpu(data.data(), 8, PG_DTYPE_F32);
-    const pg_backend_op_t o = which == "scatter"
-                                  ? make_op(PG_OP_SCATTER, all, cpu(mine.data(), 4, PG_DTYPE_F32), a)
-                                  : make_op(PG_OP_BROADCAST, all, all, a);
+    const pg_backend_op_t o =
+        which == "scatter" ? make_op(PG_OP_SCATTER, all, cpu(mine.data(), 4, PG_DTYPE_F32), a)
+                           : make_op(PG_OP_BROADCAST, all, all, a);
     expect_mismatch(env, o, "different roots");
   });
 }

@@ -257,9 +257,8 @@ TEST(UcxFailure, AbortWithATransferInFlightLeavesNoWarning) {
     } else {
       usleep(400 * 1000);  // rank 0's abort notice arrives meanwhile
     }
-    const std::string said = output_of([&] {
-      env.expect_status(env.ops->group_destroy(env.group), PG_OK, "group_destroy");
-    });
+    const std::string said = output_of(
+        [&] { env.expect_status(env.ops->group_destroy(env.group), PG_OK, "group_destroy"); });
     env.group = nullptr;
     env.expect(!contains(said, "mpool") && !contains(said, "not returned"),
                "destroy printed: " + said);
