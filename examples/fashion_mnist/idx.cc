@@ -12,6 +12,11 @@ namespace fashion_mnist {
 namespace {
 
 constexpr uint8_t kTypeU8 = 0x08;
+// Fashion-MNIST's largest file holds 47 MB; a file claiming more than this is not a data set
+// this example can train on.
+constexpr uint64_t kMaxElements = uint64_t{1} << 32;
+// Pixels per image (Fashion-MNIST: 784); the model's input width is an int.
+constexpr uint64_t kMaxPixels = uint64_t{1} << 24;
 
 struct GzCloser {
   void operator()(gzFile f) const { gzclose(f); }
@@ -37,6 +42,23 @@ bool read_exact(gzFile f, void* out, size_t n, const std::filesystem::path& path
     n -= static_cast<size_t>(got);
   }
   return true;
+}
+
+// Appends up to n bytes to out, growing it a chunk at a time; returns how many were read.
+uint64_t read_up_to(gzFile f, std::vector<uint8_t>& out, uint64_t n,
+                    const std::filesystem::path& path) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  uint64_t done = 0;
+  while (done < n) {
+    const uint64_t want = std::min(kChunk, n - done);
+    out.resize(done + want);
+    const int got = gzread(f, out.data() + done, static_cast<unsigned>(want));
+    if (got < 0) throw DataError(gz_error(f, path));
+    done += static_cast<uint64_t>(got);
+    if (got == 0) break;
+  }
+  out.resize(done);
+  return done;
 }
 
 uint32_t big_endian(const unsigned char* b) {
@@ -83,12 +105,17 @@ IdxArray read_idx(const std::filesystem::path& path) {
     if (!read_exact(f.get(), b, 4, path)) throw DataError(path.string() + ": truncated header");
     a.dims.push_back(big_endian(b));
     count *= a.dims.back();
-    if (count > (uint64_t{1} << 34)) throw DataError(path.string() + ": dimensions too large");
+    if (count > kMaxElements) {
+      throw DataError(path.string() + ": dimensions too large (over " +
+                      std::to_string(kMaxElements >> 30) + " GiB of elements)");
+    }
   }
-  a.data.resize(count);
-  if (!read_exact(f.get(), a.data.data(), count, path)) {
-    throw DataError(path.string() + ": truncated: expected " + std::to_string(count) +
-                    " bytes of data");
+  // The header is only a claim: grow the array as the data arrives, so a tiny file that
+  // claims billions of elements costs a chunk, not the claim.
+  const uint64_t got = read_up_to(f.get(), a.data, count, path);
+  if (got != count) {
+    throw DataError(path.string() + ": truncated: the header claims " + std::to_string(count) +
+                    " bytes of data, the file has " + std::to_string(got));
   }
   unsigned char extra;
   if (read_exact(f.get(), &extra, 1, path)) {
@@ -129,10 +156,24 @@ Dataset load_split(const std::filesystem::path& dir, const std::string& prefix, 
                     " images but " + labels_path.string() + " has " +
                     std::to_string(labels.dims[0]) + " labels");
   }
+  // Nothing to train or test on would print a NaN loss and exit 0: refuse it here.
+  if (images.dims[0] == 0 || images.dims[1] == 0 || images.dims[2] == 0) {
+    throw DataError(images_path.string() + ": no samples (" + std::to_string(images.dims[0]) +
+                    " images of " + std::to_string(images.dims[1]) + "x" +
+                    std::to_string(images.dims[2]) + " pixels)");
+  }
   Dataset d;
   d.size = images.dims[0];
   if (limit > 0 && limit < d.size) d.size = limit;
-  d.pixels = static_cast<int>(images.dims[1] * images.dims[2]);
+  const uint64_t pixels = uint64_t{images.dims[1]} * images.dims[2];
+  if (pixels > kMaxPixels) {
+    throw DataError(images_path.string() + ": images of " + std::to_string(images.dims[1]) + "x" +
+                    std::to_string(images.dims[2]) + " pixels are larger than the " +
+                    std::to_string(kMaxPixels) + " pixels this example takes");
+  }
+  d.rows = static_cast<int>(images.dims[1]);
+  d.cols = static_cast<int>(images.dims[2]);
+  d.pixels = static_cast<int>(pixels);
   d.images.assign(images.data.begin(), images.data.begin() + d.size * d.pixels);
   d.labels.assign(labels.data.begin(), labels.data.begin() + d.size);
   for (uint8_t l : d.labels) {
@@ -155,7 +196,16 @@ void Dataset::normalized(int64_t i, float* out) const {
 
 FashionMnist load_fashion_mnist(const std::filesystem::path& dir, int64_t train_limit,
                                 int64_t test_limit) {
-  return {load_split(dir, "train", train_limit), load_split(dir, "t10k", test_limit)};
+  FashionMnist data{load_split(dir, "train", train_limit), load_split(dir, "t10k", test_limit)};
+  // The model's input width comes from the training images: test images of another shape
+  // would be read out of bounds or scored as noise.
+  if (data.train.rows != data.test.rows || data.train.cols != data.test.cols) {
+    throw DataError("Fashion-MNIST files in " + dir.string() + " disagree: training images are " +
+                    std::to_string(data.train.rows) + "x" + std::to_string(data.train.cols) +
+                    " pixels, test images " + std::to_string(data.test.rows) + "x" +
+                    std::to_string(data.test.cols));
+  }
+  return data;
 }
 
 }  // namespace fashion_mnist

@@ -44,7 +44,8 @@ struct Dataset {
   static constexpr float kMean = 0.2860f;
   static constexpr float kStd = 0.3530f;
   int64_t size = 0;
-  int pixels = 0;               // 784
+  int rows = 0, cols = 0;       // 28 x 28
+  int pixels = 0;               // rows x cols: 784
   std::vector<uint8_t> images;  // size x pixels
   std::vector<uint8_t> labels;  // size, each in 0..9
   void normalized(int64_t i, float* out) const;
@@ -55,7 +56,9 @@ struct FashionMnist {
 };
 
 // Loads train-* and t10k-* from dir ("<name>.gz" or "<name>"). limit > 0 keeps the first
-// limit samples of a split. DataError, naming the package, when the files are absent.
+// limit samples of a split. DataError, naming the package, when the files are absent; naming
+// the file and the fault when a split is empty, images and labels disagree in number, a
+// label is not a class, or the two splits' images differ in shape.
 FashionMnist load_fashion_mnist(const std::filesystem::path& dir, int64_t train_limit = 0,
                                 int64_t test_limit = 0);
 Dataset load_split(const std::filesystem::path& dir, const std::string& prefix, int64_t limit);

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,6 +187,37 @@ int count(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+ChildResult run_in_child(const std::function<int()>& fn, unsigned timeout_s, long extra_mib) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) +
+                       (static_cast<rlim_t>(extra_mib) << 20);
+    const rlimit limit{cap, cap};
+    setrlimit(RLIMIT_AS, &limit);
+#endif
+    alarm(timeout_s);
+    int code = 126;
+    try {
+      code = fn();
+    } catch (const std::bad_alloc&) {
+      code = 125;
+    } catch (...) {
+    }
+    _exit(code);
+  }
+  ChildResult result;
+  int status = 0;
+  rusage usage{};
+  if (pid < 0 || wait4(pid, &status, 0, &usage) != pid) return result;
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  result.peak_rss_mib = usage.ru_maxrss / 1024;
+  return result;
 }
 
 }  // namespace procgroup::testing

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,18 @@ int free_port();
 
 // How many times what occurs in text.
 int count(const std::string& text, const std::string& what);
+
+// Runs fn in a forked child (call it while the test is single-threaded) with SIGALRM after
+// timeout_s and, outside ASan and TSan (whose shadow memory a cap breaks), the address space
+// capped extra_mib above the parent's: a test of hostile input stays bounded even when the
+// code under test trusts the input. exit_code: fn's result, 125 for std::bad_alloc, 126 for
+// another exception; -1 and term_signal when a signal (SIGALRM: timed out) ended it.
+struct ChildResult {
+  int exit_code = -1;
+  int term_signal = 0;
+  long peak_rss_mib = 0;  // the child's peak resident memory
+};
+ChildResult run_in_child(const std::function<int()>& fn, unsigned timeout_s, long extra_mib = 512);
 
 class TempDir {
  public:

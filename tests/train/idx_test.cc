@@ -15,6 +15,8 @@
 namespace fashion_mnist {
 namespace {
 
+using procgroup::testing::ChildResult;
+using procgroup::testing::run_in_child;
 using procgroup::testing::TempDir;
 
 void write_gz(const std::filesystem::path& path, const std::vector<unsigned char>& bytes) {
@@ -128,6 +130,50 @@ TEST(TrainIdx, MalformedFilesAreClearErrors) {
   EXPECT_NE(error_of([&] { read_idx(p); }).find("trailing"), std::string::npos);
   write_gz(p, {});
   EXPECT_NE(error_of([&] { read_idx(p); }).find("empty"), std::string::npos);
+}
+
+TEST(TrainIdx, AHeaderClaimingMoreThanTheFileHoldsCostsOnlyWhatItHolds) {
+  TempDir dir;
+  const auto p = dir.path() / "liar.gz";
+  // 2^31 labels claimed, 3 present: the error must come before 2 GiB are allocated.
+  write_gz(p, idx_bytes({uint32_t{1} << 31}, {1, 2, 3}));
+  const ChildResult r = run_in_child(
+      [&] {
+        const std::string e = error_of([&] { read_idx(p); });
+        return e.find("claims 2147483648 bytes of data, the file has 3") != std::string::npos ? 0
+                                                                                              : 1;
+      },
+      10);
+  EXPECT_EQ(r.exit_code, 0) << "125: std::bad_alloc, 1: not the expected error";
+  EXPECT_LT(r.peak_rss_mib, 256);
+  // 16 GiB claimed by a 28-byte file: refused from the header alone.
+  write_gz(p, idx_bytes({65536, 65536, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  const ChildResult big = run_in_child(
+      [&] {
+        return error_of([&] { read_idx(p); }).find("dimensions too large") != std::string::npos ? 0
+                                                                                                : 1;
+      },
+      10);
+  EXPECT_EQ(big.exit_code, 0) << "125: std::bad_alloc, 1: not the expected error";
+  EXPECT_LT(big.peak_rss_mib, 256);
+}
+
+TEST(TrainIdx, EmptySplitsAndSplitsOfDifferentShapesAreRefused) {
+  TempDir dir;
+  write_gz(dir.path() / "train-images-idx3-ubyte.gz", idx_bytes({0, 28, 28}, {}));
+  write_gz(dir.path() / "train-labels-idx1-ubyte.gz", idx_bytes({0}, {}));
+  EXPECT_NE(error_of([&] { load_split(dir.path(), "train", 0); }).find("no samples (0 images"),
+            std::string::npos);
+  write_gz(dir.path() / "train-images-idx3-ubyte.gz", idx_bytes({2, 0, 28}, {}));
+  write_gz(dir.path() / "train-labels-idx1-ubyte.gz", idx_bytes({2}, {1, 2}));
+  EXPECT_NE(error_of([&] { load_split(dir.path(), "train", 0); }).find("no samples"),
+            std::string::npos);
+  // Training images 2x2, test images 1x1: the model would be scored on noise.
+  write_tiny_split(dir.path(), "train");
+  write_gz(dir.path() / "t10k-images-idx3-ubyte.gz", idx_bytes({2, 1, 1}, {0, 255}));
+  write_gz(dir.path() / "t10k-labels-idx1-ubyte.gz", idx_bytes({2}, {3, 4}));
+  const std::string e = error_of([&] { load_fashion_mnist(dir.path()); });
+  EXPECT_NE(e.find("training images are 2x2 pixels, test images 1x1"), std::string::npos) << e;
 }
 
 TEST(TrainIdx, InconsistentSplitsAreClearErrors) {
