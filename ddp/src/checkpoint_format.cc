@@ -1,13 +1,12 @@
 // The checkpoint file format (see checkpoint.h): atomic writing and checked reading.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
 
 #include "device.h"
@@ -108,6 +107,46 @@ void fsync_directory(const std::filesystem::path& dir) {
   ::close(fd);
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The whole file, which must be a regular one: /dev/zero would never end and a FIFO would
+// block. O_NONBLOCK lets open return on a FIFO so fstat can refuse it; the read stops at the
+// size fstat gave, so a file that grows meanwhile cannot make it unbounded.
+std::vector<unsigned char> read_regular_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) file_error(path, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<unsigned char> data;
+  try {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) file_error(path, std::string("stat: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) {
+      file_error(path, std::string("is ") + file_kind(st.st_mode) + ", not a checkpoint file");
+    }
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) file_error(path, std::string("read failed: ") + std::strerror(errno));
+      if (n == 0) break;  // shrank while read: the checks below report it as truncated
+      done += static_cast<size_t>(n);
+    }
+    data.resize(done);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return data;
+}
+
 }  // namespace
 
 uint32_t crc32(const void* data, size_t bytes, uint32_t crc) {
@@ -174,10 +213,7 @@ void write_checkpoint_file(const std::filesystem::path& path,
 }
 
 std::vector<CheckpointEntry> read_checkpoint_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) file_error(path, "cannot open");
-  const std::vector<unsigned char> data((std::istreambuf_iterator<char>(in)),
-                                        std::istreambuf_iterator<char>());
+  const std::vector<unsigned char> data = read_regular_file(path);
   constexpr size_t kTrailer = 4 + sizeof kEndMagic;
   if (data.size() < sizeof kMagic + 16 + kTrailer) file_error(path, "too short to be a checkpoint");
   if (std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)

@@ -1,6 +1,7 @@
 // The checkpoint file: round trip of every dtype, atomic replacement, and rejection of
 // corrupted, truncated, foreign and newer files with a clear error.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -152,6 +153,29 @@ TEST(DdpCheckpointFile, ClearErrors) {
   const std::vector<NamedTensor> absent = {{"nope", TensorRef::of(std::span(wrong))}};
   EXPECT_NE(error_of([&] { restore(read_checkpoint_file(path), absent); }).find("no tensor 'nope'"),
             std::string::npos);
+}
+
+TEST(DdpCheckpointFile, AnythingButARegularFileIsRefusedWithoutReadingIt) {
+  TempDir dir;
+  const fs::path fifo = dir.path() / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // In a child bounded in time and memory: the old reader blocked on the FIFO forever and
+  // read /dev/zero until memory ran out.
+  const auto refused = [](const fs::path& p, const std::string& kind) {
+    return procgroup::testing::run_in_child(
+        [&] {
+          const std::string e = error_of([&] { read_checkpoint_file(p); });
+          return e.find("is " + kind + ", not a checkpoint file") != std::string::npos ? 0 : 1;
+        },
+        10);
+  };
+  for (const auto& [path, kind] : {std::pair<fs::path, std::string>{fifo, "a FIFO"},
+                                   {"/dev/zero", "a character device"},
+                                   {dir.path(), "a directory"}}) {
+    const auto r = refused(path, kind);
+    EXPECT_EQ(r.exit_code, 0) << path << ": signal " << r.term_signal << " (14: blocked)";
+    EXPECT_LT(r.peak_rss_mib, 256) << path;
+  }
 }
 
 TEST(DdpCheckpointFile, UnwritableDirectoryIsAClearError) {

@@ -18,8 +18,10 @@
 //            (pg_dtype_t) | u32 reserved = 0 | u64 element count | the elements
 //   trailer  u32 CRC-32 (IEEE 802.3 polynomial, as zlib's crc32) of every byte before it |
 //            "PGDDPEND" (8 bytes)
-// A reader rejects any other magic or version, a bad checksum, a size that does not match
-// the file, or trailing bytes.
+// A reader rejects anything but a regular file (a FIFO would block, /dev/zero never end),
+// any other magic or version, a bad checksum, a size that does not match the file, or
+// trailing bytes. The CRC catches corruption, not forgery: a program must still check the
+// values it restores (counters in range, consistent with its run).
 #pragma once
 
 #include <cstddef>
