@@ -1,10 +1,17 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
+#include <sstream>
+#include <type_traits>
 
 namespace fashion_mnist {
 namespace {
+
+constexpr int kMaxSteps = 1'000'000;  // --measure-overhead and its warm-up
 
 constexpr const char* kDescription =
     "fashion_mnist: train an MLP with batch norm on Fashion-MNIST with data-parallel SGD over "
@@ -47,6 +54,31 @@ std::vector<int> parse_hidden(const std::string& text) {
   return sizes;
 }
 
+// Accepts a number of type T in lo..hi and names that range when it refuses one: CLI11's
+// PositiveNumber would print the bounds of a double (300 digits) for an int, and let NaN by.
+template <class T>
+CLI::Validator in_range(T lo, T hi) {
+  const auto text = [](T v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  };
+  const std::string range = text(lo) + ".." + text(hi);
+  const char* kind = std::is_integral_v<T> ? "an integer" : "a number";
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        T v{};
+        // strtoull, under CLI11's conversion, takes "-1" for an unsigned as 2^64 - 1.
+        const bool negative_unsigned = std::is_unsigned_v<T> && input.find('-') != input.npos;
+        if (negative_unsigned || !CLI::detail::lexical_cast(input, v) ||
+            !std::isfinite(static_cast<double>(v)) || v < lo || v > hi) {
+          return "'" + input + "' is not " + kind + " in " + range;
+        }
+        return {};
+      },
+      "in " + range);
+}
+
 }  // namespace
 
 std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
@@ -63,22 +95,28 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
       ->capture_default_str();
   app.add_option("--epochs", t.epochs, "Epochs to train to")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(in_range(1, kMaxEpochs));
   app.add_option("--batch-size", t.batch_size,
                  "Samples per rank per step (global batch = "
                  "world_size x this)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", t.lr, "Learning rate for the global batch")->capture_default_str();
+      ->check(in_range(1, kMaxBatch));
+  app.add_option("--lr", t.lr, "Learning rate for the global batch")
+      ->capture_default_str()
+      ->check(in_range(0.0f, 1000.0f));
   app.add_option("--lr-schedule", schedule, "constant, or cosine (to 0 at the last step)")
       ->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine"}));
-  app.add_option("--momentum", t.sgd.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--momentum", t.sgd.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(in_range(0.0f, 1.0f));
   app.add_option("--weight-decay", t.sgd.weight_decay, "L2 weight decay (Linear weights only)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0.0f, 1.0f));
   app.add_option("--hidden", hidden, "Hidden layer sizes, comma-separated")->capture_default_str();
   app.add_option("--seed", t.seed, "Seed for the initial weights and the shuffling")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
   app.add_option("--device", t.device,
                  "cpu, or cuda: each rank trains on GPU LOCAL_RANK (cuBLAS and kernels) and the "
                  "group defaults to the nccl backend")
@@ -90,26 +128,35 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
   app.add_option("--checkpoint", checkpoint, "Checkpoint file, written by rank 0 every epoch");
   app.add_flag("--resume", t.resume, "Continue from --checkpoint when it exists");
   app.add_option("--csv", csv, "Per-epoch results (loss, accuracy, time, samples/s), rank 0");
-  app.add_option("--train-limit", t.train_limit, "Train on the first N samples only (0: all)");
-  app.add_option("--test-limit", t.test_limit, "Evaluate the first N test samples only (0: all)");
+  // An IDX dimension is a u32: no split holds more samples than that.
+  const int64_t max_samples = std::numeric_limits<uint32_t>::max();
+  app.add_option("--train-limit", t.train_limit, "Train on the first N samples only (0: all)")
+      ->check(in_range(int64_t{0}, max_samples));
+  app.add_option("--test-limit", t.test_limit, "Evaluate the first N test samples only (0: all)")
+      ->check(in_range(int64_t{0}, max_samples));
   app.add_option("--progress", progress, "auto (bar on a terminal, else lines), bar, lines, none")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   app.add_option("--progress-interval", t.progress_interval_s, "Seconds between progress lines")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0.0, 86400.0));
   app.add_option("--eval-batch", t.eval_batch, "Rows per evaluation forward pass")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(in_range(1, kMaxBatch));
   app.add_option("--blas-threads", o.blas_threads,
                  "OpenBLAS threads per rank (0: OPENBLAS_NUM_THREADS if set, else 1)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, 1024));
   bool copy_grads = false;
   app.add_flag("--no-bucket-view", copy_grads,
                "Copy gradients into the Reducer's buckets instead of living in them");
+  const size_t max_bucket_kb = size_t{1} << 22;  // 4 GiB
   app.add_option("--first-bucket-kb", t.first_bucket_kb, "Reducer: first bucket's size")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(size_t{1}, max_bucket_kb));
   app.add_option("--bucket-cap-kb", t.bucket_cap_kb, "Reducer: later buckets' size")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(size_t{1}, max_bucket_kb));
   app.add_option("--comm-hook", t.comm_hook,
                  "Gradient reduction: allreduce (f32), or fp16 / bf16 (half the bytes, "
                  "half precision)")
@@ -117,14 +164,22 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
       ->check(CLI::IsMember({"allreduce", "fp16", "bf16"}));
   app.add_option("--measure-overhead", o.measure_overhead,
                  "Instead of training, time N steps with DDP and N under no_sync, interleaved, "
-                 "and print (ddp - no_sync) / no_sync");
+                 "and print (ddp - no_sync) / no_sync")
+      ->check(in_range(0, kMaxSteps));
   app.add_option("--overhead-warmup", o.overhead_warmup, "Untimed steps before measuring")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, kMaxSteps));
   app.add_option("--final-state", final_state, "Write the final parameters here (rank 0)");
-  app.add_option("--stall-at-step", t.stall_at_step,
-                 "Testing: --stall-rank stops before this global step and waits to be killed")
-      ->group("Testing");
-  app.add_option("--stall-rank", t.stall_rank, "Testing: which rank stalls")->group("Testing");
+  int64_t stall_at_step = 0;
+  CLI::Option* stall =
+      app.add_option("--stall-at-step", stall_at_step,
+                     "Testing: --stall-rank stops before this global step and waits to "
+                     "be killed")
+          ->group("Testing")
+          ->check(in_range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  app.add_option("--stall-rank", t.stall_rank, "Testing: which rank stalls")
+      ->group("Testing")
+      ->check(in_range(0, std::numeric_limits<int>::max()));
   app.add_option("--stall-marker", stall_marker, "Testing: the stalled rank writes its pid here")
       ->group("Testing");
 
@@ -132,7 +187,9 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.parse(argc, argv);
     t.hidden = parse_hidden(hidden);
   } catch (const CLI::ParseError& e) {
-    exit_code = app.exit(e);
+    // CLI11 numbers its errors (105 for a value out of range); a usage error is 2, as for
+    // the checks below and argparse.
+    exit_code = app.exit(e) == 0 ? 0 : 2;
     return std::nullopt;
   }
   auto usage = [&](const std::string& message) {
@@ -142,10 +199,10 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     return std::nullopt;
   };
   if (t.resume && checkpoint.empty()) return usage("--resume needs --checkpoint PATH");
-  if (t.stall_at_step >= 0 && stall_marker.empty()) {
-    return usage("--stall-at-step needs --stall-marker PATH");
+  if (stall->count() > 0) {
+    if (stall_marker.empty()) return usage("--stall-at-step needs --stall-marker PATH");
+    t.stall_at_step = stall_at_step;
   }
-  if (o.measure_overhead < 0) return usage("--measure-overhead must be positive");
   t.data_dir = data;
   t.checkpoint = checkpoint;
   t.csv = csv;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -73,6 +74,15 @@ Trainer::Trainer(const procgroup::Group& group, const TrainConfig& config, const
       sampler_(static_cast<uint64_t>(data.train.size), world_, rank_,
                {.shuffle = true, .seed = config.seed, .drop_last = false}) {
   if (config_.batch_size <= 0) throw std::invalid_argument("--batch-size must be positive");
+  // load_fashion_mnist refuses these; a caller's own data must not train on nothing (a NaN
+  // loss) or test on images of another width.
+  if (data.train.size <= 0 || data.test.size <= 0) {
+    throw std::invalid_argument("the training and test sets must both hold samples");
+  }
+  if (data.test.pixels != data.train.pixels) {
+    throw std::invalid_argument("test images have " + std::to_string(data.test.pixels) +
+                                " pixels, training images " + std::to_string(data.train.pixels));
+  }
   ddp::ReducerOptions o;
   o.gradient_as_bucket_view = config_.bucket_view;
   o.first_bucket_bytes = config_.first_bucket_kb * 1024;
@@ -194,9 +204,48 @@ Evaluation Trainer::evaluate() {
 }
 
 void Trainer::stall_if_asked(int64_t step) {
-  if (step != config_.stall_at_step || rank_ != config_.stall_rank) return;
+  if (step != config_.stall_at_step || rank_ != config_.stall_rank) return;  // nullopt: never
   write_atomically(config_.stall_marker, std::to_string(getpid()) + "\n");
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until killed
+}
+
+// The checkpoint's CRC proves it intact, not sane: a file with a valid CRC and crafted
+// values must not steer the run. Every rank holds the same broadcast values, so every rank
+// throws the same error. Counters from another global batch are re-based to this run's steps
+// per epoch, so the learning-rate schedule continues from the epoch reached.
+void Trainer::check_resumed_state(int64_t global_batch) {
+  const std::string file = "checkpoint " + config_.checkpoint.string() + ": ";
+  const auto refuse = [&](const std::string& what) { throw std::invalid_argument(file + what); };
+  if (epochs_done_ < 0 || epochs_done_ > kMaxEpochs) {
+    refuse("train.epochs_done = " + std::to_string(epochs_done_) + " is not in 0.." +
+           std::to_string(kMaxEpochs));
+  }
+  const int64_t max_global_batch = int64_t{kMaxBatch} * std::max(world_, 1);
+  if (global_batch_saved_ < 1 || global_batch_saved_ > max_global_batch) {
+    refuse("train.global_batch = " + std::to_string(global_batch_saved_) + " is not in 1.." +
+           std::to_string(max_global_batch));
+  }
+  const int64_t expected_steps = epochs_done_ * steps_per_epoch();
+  if (global_batch_saved_ == global_batch && steps_done_ != expected_steps) {
+    refuse("train.steps_done = " + std::to_string(steps_done_) + ", but " +
+           std::to_string(epochs_done_) + " epochs of " + std::to_string(steps_per_epoch()) +
+           " steps at global batch " + std::to_string(global_batch) + " make " +
+           std::to_string(expected_steps) +
+           " (made with another --train-limit or data set, or not by fashion_mnist)");
+  }
+  steps_done_ = expected_steps;
+  for (const ddp::NamedTensor& t : state()) {
+    if (t.tensor.dtype != PG_DTYPE_F32) continue;
+    std::vector<float> values(t.tensor.numel);
+    ops_.to_host(values.data(), t.tensor.data, t.tensor.bytes());
+    const bool variance = t.name.ends_with(".running_var");
+    for (const float v : values) {
+      if (!std::isfinite(v) || (variance && v < 0)) {
+        refuse("tensor '" + t.name + "' holds " + std::to_string(v) +
+               (variance ? " (a variance must be finite and non-negative)" : " (not finite)"));
+      }
+    }
+  }
 }
 
 std::vector<std::string> Trainer::read_csv_rows(int keep_epochs) {
@@ -224,6 +273,7 @@ std::vector<EpochRecord> Trainer::run() {
   global_batch_saved_ = global_batch;
   if (!config_.checkpoint.empty() && config_.resume) {
     resumed_ = ddp::load_checkpoint(group_, config_.checkpoint, state());
+    if (resumed_) check_resumed_state(global_batch);
     if (lead && resumed_) {
       std::printf("resumed from %s after epoch %lld (step %lld)\n", config_.checkpoint.c_str(),
                   static_cast<long long>(epochs_done_), static_cast<long long>(steps_done_));
@@ -231,7 +281,8 @@ std::vector<EpochRecord> Trainer::run() {
           global_batch_saved_ != global_batch) {
         std::printf(
             "warning: the checkpoint was made with seed %lld and global batch %lld; "
-            "this run uses seed %llu and global batch %lld\n",
+            "this run uses seed %llu and global batch %lld (the learning-rate schedule "
+            "continues from the epoch reached)\n",
             static_cast<long long>(seed_saved_), static_cast<long long>(global_batch_saved_),
             static_cast<unsigned long long>(config_.seed), static_cast<long long>(global_batch));
       }

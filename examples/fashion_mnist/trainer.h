@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@
 #include "sgd.h"
 
 namespace fashion_mnist {
+
+// Bounds of the run's counts: the command line's and a resumed checkpoint's.
+inline constexpr int kMaxEpochs = 1'000'000;
+inline constexpr int kMaxBatch = 1 << 24;  // per rank
 
 struct TrainConfig {
   std::filesystem::path data_dir = kDefaultDataDir;
@@ -54,8 +59,9 @@ struct TrainConfig {
   std::string comm_hook = "allreduce";  // or fp16 / bf16: gradients compressed on the wire
   std::filesystem::path final_state;    // empty: none; else rank 0 writes the parameters at the end
   // Failure injection for tests: rank stall_rank writes its pid to stall_marker and stops
-  // (sleeps) before global step stall_at_step, so a test can kill it mid-epoch.
-  int64_t stall_at_step = -1;
+  // (sleeps) before global step stall_at_step, so a test can kill it mid-epoch. Unset, no
+  // value of a (checkpointed) step can reach it.
+  std::optional<int64_t> stall_at_step;
   int stall_rank = 0;
   std::filesystem::path stall_marker;
 };
@@ -119,6 +125,7 @@ class Trainer {
   void bind_grads();
   void load_batch(const Dataset& split, std::span<const int64_t> rows);
   void sync_buffers();
+  void check_resumed_state(int64_t global_batch);
   void stall_if_asked(int64_t step);
   void write_csv(const std::vector<std::string>& rows);
   std::vector<std::string> read_csv_rows(int keep_epochs);

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 
 #include "train_test_util.h"
@@ -159,6 +161,66 @@ TEST(Trainer, ResumingFromACheckpointEndsWithIdenticalParameters) {
   EXPECT_NE(csv.find("\n2,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\n3,"), std::string::npos) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+}
+
+// Rewrites one value of a checkpoint with a valid CRC, as a forger (or a buggy tool) would.
+template <class T>
+void forge(const std::filesystem::path& path, const std::string& name, size_t index, T value) {
+  std::vector<CheckpointEntry> entries = procgroup::ddp::read_checkpoint_file(path);
+  std::vector<procgroup::ddp::NamedTensor> tensors;
+  for (CheckpointEntry& e : entries) {
+    if (e.name == name) {
+      ASSERT_EQ(e.data.size() / e.numel, sizeof(T)) << name;
+      std::memcpy(e.data.data() + index * sizeof(T), &value, sizeof(T));
+    }
+    tensors.push_back({e.name, {e.data.data(), e.numel, e.dtype, {}}});
+  }
+  procgroup::ddp::write_checkpoint_file(path, tensors);
+}
+
+TEST(Trainer, ACheckpointWithAValidCrcButImpossibleValuesIsRefused) {
+  procgroup::testing::TempDir dir;
+  TrainConfig c = small_config(64, false);
+  c.checkpoint = dir.path() / "run.ckpt";
+  c.epochs = 1;
+  train(1, c, data());
+  const std::vector<char> good = [&] {
+    std::ifstream in(c.checkpoint, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  }();
+  c.epochs = 2;
+  c.resume = true;
+  const auto resume_error = [&] {
+    std::string error = "(resumed)";
+    testing::run_ranks(1, [&](procgroup::Group& group, int) {
+      Trainer trainer(group, c, data());
+      try {
+        trainer.run();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    std::ofstream(c.checkpoint, std::ios::binary).write(good.data(), std::ssize(good));
+    return error;
+  };
+  const int64_t steps = 384 / 64;
+  forge<int64_t>(c.checkpoint, "train.epochs_done", 0, -3);  // trained 4 epochs before
+  EXPECT_NE(resume_error().find("train.epochs_done = -3 is not in 0..1000000"), std::string::npos);
+  forge<int64_t>(c.checkpoint, "train.epochs_done", 0, int64_t{1} << 40);
+  EXPECT_NE(resume_error().find("train.epochs_done = 1099511627776 is not"), std::string::npos);
+  // The step the stall hook's old sentinel (-1) matched: it stalled, then failed on a path.
+  forge<int64_t>(c.checkpoint, "train.steps_done", 0, -1);
+  EXPECT_NE(resume_error().find("train.steps_done = -1, but 1 epochs of " + std::to_string(steps) +
+                                " steps at global batch 64 make " + std::to_string(steps)),
+            std::string::npos);
+  forge<int64_t>(c.checkpoint, "train.global_batch", 0, 0);
+  EXPECT_NE(resume_error().find("train.global_batch = 0 is not in 1.."), std::string::npos);
+  forge<float>(c.checkpoint, "fc1.weight", 3, std::nanf(""));
+  EXPECT_NE(resume_error().find("'fc1.weight' holds nan (not finite)"), std::string::npos);
+  forge<float>(c.checkpoint, "bn1.running_var", 0, -1.0f);
+  EXPECT_NE(resume_error().find("'bn1.running_var' holds -1.000000 (a variance must be"),
+            std::string::npos);
+  EXPECT_EQ(resume_error(), "(resumed)");  // the untouched file still resumes
 }
 
 }  // namespace
