@@ -97,6 +97,11 @@ TEST(DebugSetting, UnknownValueIsAConfigError) {
 TEST(HangReport, TimedOutRanksDumpTheirRecordAndOneSummaryNamesWhoIsBehind) {
   TempDir traces;
   setenv("PROCGROUP_TRACE_DIR", traces.path().c_str(), 1);
+  // A link planted at rank 0's report name: the report replaces the link, never its target.
+  const auto victim = std::filesystem::path(traces.path()) / "victim";
+  std::ofstream(victim) << "precious";
+  std::filesystem::create_symlink(
+      victim, std::filesystem::path(traces.path()) / "procgroup-world-rank0.trace");
   RankOptions options;
   options.timeout_ms = 1000;
   ::testing::internal::CaptureStderr();
@@ -120,6 +125,7 @@ TEST(HangReport, TimedOutRanksDumpTheirRecordAndOneSummaryNamesWhoIsBehind) {
     auto file = std::filesystem::path(traces.path()) /
                 ("procgroup-world-rank" + std::to_string(rank) + ".trace");
     ASSERT_TRUE(std::filesystem::exists(file)) << file;
+    EXPECT_FALSE(std::filesystem::is_symlink(file)) << file;
     std::string trace = slurp(file);
     EXPECT_NE(trace.find("allreduce #1 (f32 x 1, sum) started"), std::string::npos) << trace;
     EXPECT_NE(trace.find("PG_OK after"), std::string::npos) << trace;
@@ -127,6 +133,7 @@ TEST(HangReport, TimedOutRanksDumpTheirRecordAndOneSummaryNamesWhoIsBehind) {
   }
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(traces.path()) /
                                        "procgroup-world-rank2.trace"));
+  EXPECT_EQ(slurp(victim), "precious");
   // Exactly one summary, from the lowest reporting rank.
   const std::string summary =
       "group 'world' hang summary: ranks 0-1 are in allreduce #2 (f32 x 1, sum); rank 2 did "

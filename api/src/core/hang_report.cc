@@ -1,12 +1,15 @@
 #include "core/hang_report.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
+#include <cerrno>
 #include <map>
 #include <thread>
 
 #include "common/log.h"
+#include "store/socket_util.h"
 
 namespace procgroup::detail {
 namespace {
@@ -18,6 +21,9 @@ std::string key_for(const HangContext& c, int rank) {
   return fmt::format("pg/{}/core/hang/{}", c.group_id, rank);
 }
 
+// Written to a fresh temporary name (mkostemp: O_EXCL, so never through a link) and renamed
+// over the report's name: rename replaces a planted symlink or a stale report and never
+// writes to what a link points at.
 void write_trace_file(const HangContext& c, const std::string& text) {
   if (c.trace_dir.empty()) return;
   mkdir(c.trace_dir.c_str(), 0755);  // best effort: it may exist already
@@ -25,9 +31,31 @@ void write_trace_file(const HangContext& c, const std::string& text) {
   for (char& ch : safe_id)
     if (ch == '/') ch = '_';
   std::string path = fmt::format("{}/procgroup-{}-rank{}.trace", c.trace_dir, safe_id, c.rank);
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) log(kLogWarn, "hang", "could not write {}", path);
+  std::string tmp = fmt::format("{}/.procgroup-trace.XXXXXX", c.trace_dir);
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd.valid()) {
+    log(kLogWarn, "hang", "could not write {}: cannot create a file in {}: {}", path, c.trace_dir,
+        errno_text(errno));
+    return;
+  }
+  fchmod(fd.get(), 0644);  // mkostemp makes it 0600; the report is for whoever debugs the job
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      log(kLogWarn, "hang", "could not write {}: {}", tmp, errno_text(errno));
+      ::unlink(tmp.c_str());
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    log(kLogWarn, "hang", "could not write {}: the name exists and cannot be replaced ({})", path,
+        errno_text(errno));
+    ::unlink(tmp.c_str());
+  }
 }
 
 // The state a rank publishes: "in <seq> <label>" or "idle <last completed seq>".
