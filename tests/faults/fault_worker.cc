@@ -14,8 +14,9 @@
 //   fault_worker p2p-mismatch [--victim R] [--op smaller|larger]  rank 0 sends 1000 floats,
 //                                             the victim posts a receive of 500 (or 2000)
 //   fault_worker coll-mismatch [--victim R] [--op NAME]  the victim passes another count
-//   fault_worker args-mismatch [--victim R] --op reduce_op|dtype|root|bcast_count|p2p_dtype
-//                                             the victim passes other arguments, same sizes
+//   fault_worker args-mismatch [--victim R] --op WHAT   the victim passes other arguments,
+//                                             same sizes; WHAT: reduce_op, dtype, root,
+//                                             reduce_root, bcast_count, p2p_dtype
 //   fault_worker multihost --cut-file PATH    collectives checked across hosts (CHECKED line),
 //                                             then, once PATH exists, one more allreduce
 //   --survive-sigterm: ignore pgrun's SIGTERM (it sends SIGKILL after --kill-grace)
@@ -250,6 +251,9 @@ int run_args_mismatch(const Args& a, pg_group_t g, int rank) {
   } else if (a.op == "root") {
     o.root = rank;  // every rank thinks it is the root
     st = pg_broadcast(g, nullptr, &b, &o, nullptr);
+  } else if (a.op == "reduce_root") {  // both think they are the root: each waits
+    o.root = rank;
+    st = pg_reduce(g, nullptr, &b, &o, nullptr);
   } else if (a.op == "bcast_count") {
     pg_buffer_t bb = pg_buffer_cpu(big.data(), big.size(), PG_DTYPE_F32);
     st = pg_broadcast(g, nullptr, &bb, &o, nullptr);

@@ -38,16 +38,23 @@ void expect_mismatch(RankEnv& env, const pg_backend_op_t& o, const std::string& 
   env.expect(next != PG_OK, "a barrier after the mismatch must fail");
 }
 
-TEST(UcxArguments, ReduceOpDiffers) {
-  run_world(2, {}, [](RankEnv& env) {
-    std::vector<float> x =
-        env.rank == 0 ? std::vector<float>{1, 2, 3} : std::vector<float>{2, 4, 6};
+// Recursive doubling (received into scratch) and the pipelined ring (reduced as UCX
+// unpacks: the check comes after the kernel ran, but the call still fails).
+class ReduceOpDiffers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ReduceOpDiffers, EveryRankFails) {
+  WorldOptions options;
+  options.env = {{"PROCGROUP_UCX_ALLREDUCE", GetParam()}, {"PROCGROUP_UCX_CHUNK_BYTES", "4096"}};
+  run_world(2, options, [](RankEnv& env) {
+    std::vector<float> x(1 << 14, static_cast<float>(env.rank + 1));
     OpArgs a;
     a.reduce_op = env.rank == 0 ? PG_REDUCE_SUM : PG_REDUCE_MAX;
-    pg_buffer_t b = cpu(x.data(), 3, PG_DTYPE_F32);
+    pg_buffer_t b = cpu(x.data(), x.size(), PG_DTYPE_F32);
     expect_mismatch(env, make_op(PG_OP_ALLREDUCE, b, b, a), "reduce op");
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(UcxArguments, ReduceOpDiffers, ::testing::Values("rd", "ring"));
 
 TEST(UcxArguments, DtypeDiffersAtTheSameSize) {
   run_world(2, {}, [](RankEnv& env) {
