@@ -221,6 +221,16 @@ TEST(Trainer, ACheckpointWithAValidCrcButImpossibleValuesIsRefused) {
   EXPECT_NE(resume_error().find("'bn1.running_var' holds -1.000000 (a variance must be"),
             std::string::npos);
   EXPECT_EQ(resume_error(), "(resumed)");  // the untouched file still resumes
+  // Another global batch: its steps say nothing about this run's, which continues from the
+  // epoch reached.
+  forge<int64_t>(c.checkpoint, "train.global_batch", 0, 32);
+  forge<int64_t>(c.checkpoint, "train.steps_done", 0, 999);
+  testing::run_ranks(1, [&](procgroup::Group& group, int) {
+    Trainer trainer(group, c, data());
+    const std::vector<EpochRecord> epochs = trainer.run();
+    ASSERT_EQ(epochs.size(), 1u);
+    EXPECT_EQ(epochs[0].step, 2 * steps);
+  });
 }
 
 }  // namespace
