@@ -225,6 +225,10 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   op->size = size_;
   op->work = std::make_shared<Work>(shared_from_this(), op->deadline);
   std::unique_lock<std::mutex> lock(mu_);
+  for (int peer : exited_idle_) {
+    if (!departed_[peer] && !broken_) break_group(PG_ERR_PEER_LOST, exit_cause(peer), true);
+  }
+  exited_idle_.clear();
   if (broken_ || stopping_) {
     return Status::error(PG_ERR_ABORTED,
                          op_label(desc) + ": not started: " +

@@ -135,6 +135,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   void notify_peers(uint8_t kind, pg_status_t code, const std::string& text);
   void check_deadlines(Clock::time_point now);
   void break_group(pg_status_t code, const std::string& reason, bool tell_peers);
+  std::string exit_cause(int peer) const;
   void abandon_running();
   void drain(std::unique_lock<std::mutex>& lock, Clock::time_point until);
   void log(int32_t level, const std::string& message) const;
@@ -172,6 +173,8 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   std::vector<ProcessHandle> processes_;
   int watched_peers_ = 0;
   std::vector<int> exited_;  // watched peers whose process ended, not yet handled
+  // Peers that ended without a goodbye while nothing ran here: the next operation fails.
+  std::vector<int> exited_idle_;
 
   // Running operations and their scheduling.
   Op* ops_ = nullptr;

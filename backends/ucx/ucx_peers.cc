@@ -7,8 +7,10 @@
 // its pid means the same process here.
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "ucx_group.h"
 
@@ -36,6 +38,8 @@ std::string host_identity() {
 }
 
 std::string host_key(int rank) { return "ucx/host/" + std::to_string(rank); }
+
+constexpr auto kGoodbyeGrace = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -128,6 +132,11 @@ void UcxGroup::check_local_peers(int64_t timeout_us) {
   if (!exited_.empty()) handle_exits();
 }
 
+std::string UcxGroup::exit_cause(int peer) const {
+  return "rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
+         " on this host) exited";
+}
+
 void UcxGroup::handle_exits() {
   std::vector<int> exited;
   exited.swap(exited_);
@@ -136,14 +145,21 @@ void UcxGroup::handle_exits() {
     if (processes_[peer].fd() >= 0) waker_.unwatch(processes_[peer].fd());
     processes_[peer].reset();
     // Anything it sent before exiting (its goodbye included) is already in our
-    // shared-memory FIFO: take it in before judging.
-    for (int i = 0; i < 1000 && poll_once(); ++i) {
+    // shared-memory FIFO, maybe behind many other ranks' messages on a busy host: take it
+    // in before judging, for a moment even when a poll finds nothing new.
+    const auto until = Clock::now() + kGoodbyeGrace;
+    while (!departed_[peer] && !broken_ && Clock::now() < until) {
+      if (!poll_once()) std::this_thread::yield();
     }
     if (departed_[peer] || broken_) continue;
-    break_group(PG_ERR_PEER_LOST,
-                "rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
-                    " on this host) exited",
-                true);
+    if (ops_ == nullptr) {
+      // Nothing here waits on it (this rank may be leaving too, its goodbye late on a busy
+      // host): breaking now would tell the ranks still finishing their last operation to
+      // fail. The next operation here fails instead (submit()).
+      exited_idle_.push_back(peer);
+      continue;
+    }
+    break_group(PG_ERR_PEER_LOST, exit_cause(peer), true);
   }
 }
 
