@@ -5,11 +5,15 @@
 //   mp_worker two-groups      a second group from the same environment beside the world one
 //   mp_worker next-group-early  rank 0 leaves the world group late; the others create the
 //                             next group (named "world" again) before it has
+//   mp_worker scale           one checked allreduce; prints how long group creation took
+//                             and this process's peak RSS ("scale: create_ms=... rss_kb=...")
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -102,12 +106,42 @@ int next_group_early(Group& world) {
   return bad;
 }
 
+// This process's peak resident set (VmHWM), in KiB; -1 if unknown.
+long peak_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+int scale(Group& g, double create_ms) {
+  const int64_t n = g.size();
+  std::vector<int64_t> v(4096);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (g.rank() + 1) * static_cast<int64_t>(i + 1);
+  g.allreduce(std::span(v)).wait();
+  bool ok = true;
+  for (size_t i = 0; i < v.size(); ++i) ok &= v[i] == static_cast<int64_t>(i + 1) * n * (n + 1) / 2;
+  g.barrier().wait();  // every rank's RSS includes a whole group's worth of traffic
+  std::printf("rank %d scale: create_ms=%.0f rss_kb=%ld allreduce=%s\n", g.rank(), create_ms,
+              peak_rss_kib(), ok ? "ok" : "WRONG");
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "collectives";
   try {
+    const auto start = std::chrono::steady_clock::now();
     Group g = Group::from_env();
+    if (std::strcmp(mode, "scale") == 0) {
+      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+      const int rc = scale(g, took.count());
+      g.destroy();
+      return rc;
+    }
     if (std::strcmp(mode, "next-group-early") == 0) return next_group_early(g) == 0 ? 0 : 1;
     int rc = std::strcmp(mode, "leave-early") == 0  ? leave_early(g)
              : std::strcmp(mode, "two-groups") == 0 ? two_groups(g)
