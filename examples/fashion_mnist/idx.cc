@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace fashion_mnist {
 namespace {
@@ -51,7 +52,12 @@ uint64_t read_up_to(gzFile f, std::vector<uint8_t>& out, uint64_t n,
   uint64_t done = 0;
   while (done < n) {
     const uint64_t want = std::min(kChunk, n - done);
-    out.resize(done + want);
+    try {
+      out.resize(done + want);
+    } catch (const std::bad_alloc&) {  // under a memory limit: say where, not just bad_alloc
+      throw DataError(path.string() + ": out of memory after " + std::to_string(done) + " of the " +
+                      std::to_string(n) + " bytes of data the header claims");
+    }
     const int got = gzread(f, out.data() + done, static_cast<unsigned>(want));
     if (got < 0) throw DataError(gz_error(f, path));
     done += static_cast<uint64_t>(got);

@@ -158,6 +158,22 @@ TEST(TrainIdx, AHeaderClaimingMoreThanTheFileHoldsCostsOnlyWhatItHolds) {
   EXPECT_LT(big.peak_rss_mib, 256);
 }
 
+TEST(TrainIdx, RunningOutOfMemoryNamesTheFile) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "run_in_child caps no memory under a sanitizer";
+#endif
+  TempDir dir;
+  const auto p = dir.path() / "big.gz";
+  write_gz(p, idx_bytes({32 << 20}, std::vector<unsigned char>(32 << 20)));  // 32 MiB, real
+  const ChildResult r = run_in_child(
+      [&] {
+        const std::string e = error_of([&] { read_idx(p); });
+        return e.find("big.gz: out of memory after ") != std::string::npos ? 0 : 1;
+      },
+      10, 16);
+  EXPECT_EQ(r.exit_code, 0) << "125: a bare std::bad_alloc";
+}
+
 TEST(TrainIdx, EmptySplitsAndSplitsOfDifferentShapesAreRefused) {
   TempDir dir;
   write_gz(dir.path() / "train-images-idx3-ubyte.gz", idx_bytes({0, 28, 28}, {}));
