@@ -45,7 +45,7 @@ bool read_exact(gzFile f, void* out, size_t n, const std::filesystem::path& path
   return true;
 }
 
-// Appends up to n bytes to out, growing it a chunk at a time; returns how many were read.
+// Reads up to n bytes into out, growing it a chunk at a time; returns how many were read.
 uint64_t read_up_to(gzFile f, std::vector<uint8_t>& out, uint64_t n,
                     const std::filesystem::path& path) {
   constexpr uint64_t kChunk = uint64_t{1} << 20;
