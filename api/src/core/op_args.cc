@@ -4,6 +4,7 @@
 
 #include "common/dtype.h"
 #include "core/versioned_struct.h"
+#include "rendezvous/env.h"
 
 namespace procgroup::detail {
 namespace {
@@ -79,6 +80,10 @@ Result<OpArgs> make_op_args(pg_op_t op, const pg_buffer_t* input, const pg_buffe
   if (options.timeout_ms < 0)
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: timeout_ms is negative ({})", name,
                       options.timeout_ms);
+  if (options.timeout_ms > kMaxTimeout.count())
+    return make_error(PG_ERR_INVALID_ARGUMENT,
+                      "{}: timeout_ms {} is longer than the longest timeout, {} ms (~31 years)",
+                      name, options.timeout_ms, kMaxTimeout.count());
   if (reducing(op) && !reduce_op_valid(options.reduce_op))
     return make_error(PG_ERR_INVALID_ARGUMENT, "{}: invalid reduce op {}", name, options.reduce_op);
   if (rooted(op) && (options.root < 0 || options.root >= size))

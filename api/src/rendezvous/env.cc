@@ -11,13 +11,17 @@
 
 #include "common/log.h"
 #include "rendezvous/agent_store.h"
+#include "store/store_protocol.h"
 
 namespace procgroup::detail {
 namespace {
 
 constexpr int kDefaultPort = 29500;
 constexpr Millis kDefaultTimeout{300000};
-constexpr double kMaxTimeoutSeconds = 1e9;  // ~31 years; keeps milliseconds in int64
+constexpr double kMaxTimeoutSeconds = kMaxTimeout.count() / 1000.0;
+// A variable's value as messages quote it: escaped and cut short, as the store quotes keys
+// ("'123...'... (100001 bytes)"), so a 100 KB value does not become a 100 KB message.
+std::string shown(std::string_view value) { return printable_key(value); }
 
 // Where rank and size came from, and who to blame for a missing variable.
 struct Placement {
@@ -66,8 +70,12 @@ class Env {
     int out = 0;
     const char* end = v->data() + v->size();
     auto [ptr, ec] = std::from_chars(v->data(), end, out);
+    if (ec == std::errc::result_out_of_range && ptr == end) {
+      return make_error(PG_ERR_CONFIG, "{}={} is outside {}..{} (set by {})", name, shown(*v),
+                        INT32_MIN, INT32_MAX, who);
+    }
     if (v->empty() || ec != std::errc() || ptr != end) {
-      return make_error(PG_ERR_CONFIG, "{}='{}' is not an integer (set by {})", name, *v, who);
+      return make_error(PG_ERR_CONFIG, "{}={} is not an integer (set by {})", name, shown(*v), who);
     }
     return std::optional<int>(out);
   }
@@ -128,7 +136,7 @@ Result<std::optional<Placement>> from_vars(const Env& env, const LauncherVars& v
 Result<std::vector<int>> tasks_per_node(const std::string& text) {
   auto bad = [&] {
     return make_error(PG_ERR_CONFIG,
-                      "SLURM_TASKS_PER_NODE='{}' is not like '4(x2),3' (set by srun)", text);
+                      "SLURM_TASKS_PER_NODE={} is not like '4(x2),3' (set by srun)", shown(text));
   };
   std::vector<int> out;
   const char* p = text.data();
@@ -252,18 +260,34 @@ Result<Millis> timeout_from(const pg_group_options_t& o, const Env& env) {
   if (o.timeout_ms < 0) {
     return make_error(PG_ERR_INVALID_ARGUMENT, "options->timeout_ms {} is negative", o.timeout_ms);
   }
+  if (o.timeout_ms > kMaxTimeout.count()) {
+    return make_error(PG_ERR_INVALID_ARGUMENT,
+                      "options->timeout_ms {} is longer than the longest timeout, {} ms (~31 "
+                      "years)",
+                      o.timeout_ms, kMaxTimeout.count());
+  }
   if (o.timeout_ms > 0) return Millis(o.timeout_ms);
   auto text = env.get("PROCGROUP_TIMEOUT");
   if (!text) return kDefaultTimeout;
   double seconds = 0;
   const char* end = text->data() + text->size();
   auto [ptr, ec] = std::from_chars(text->data(), end, seconds);
-  if (text->empty() || ec != std::errc() || ptr != end || !std::isfinite(seconds) || seconds <= 0 ||
-      seconds > kMaxTimeoutSeconds) {
+  // Beyond double's range (1e999, or 1e-999 below it), from_chars leaves seconds unset.
+  if (ec == std::errc::result_out_of_range && ptr == end) {
+    seconds = std::strtod(text->c_str(), nullptr);  // +-HUGE_VAL or about 0
+    ec = std::errc();
+  }
+  if (!text->empty() && ec == std::errc() && ptr == end && seconds > kMaxTimeoutSeconds) {
     return make_error(PG_ERR_CONFIG,
-                      "PROCGROUP_TIMEOUT='{}' is not a positive number of seconds (e.g. 300 "
+                      "PROCGROUP_TIMEOUT={} is longer than the longest timeout, {:.0f} seconds "
+                      "(~31 years)",
+                      shown(*text), kMaxTimeoutSeconds);
+  }
+  if (text->empty() || ec != std::errc() || ptr != end || std::isnan(seconds) || seconds <= 0) {
+    return make_error(PG_ERR_CONFIG,
+                      "PROCGROUP_TIMEOUT={} is not a positive number of seconds (e.g. 300 "
                       "or 0.5)",
-                      *text);
+                      shown(*text));
   }
   return Millis(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds * 1000.0))));
 }
@@ -380,7 +404,7 @@ Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
   std::transform(debug_lower.begin(), debug_lower.end(), debug_lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (debug_lower != "off" && debug_lower != "detail")
-    return make_error(PG_ERR_CONFIG, "PROCGROUP_DEBUG='{}' is not one of: off, detail", debug);
+    return make_error(PG_ERR_CONFIG, "PROCGROUP_DEBUG={} is not one of: off, detail", shown(debug));
   config.debug_detail = debug_lower == "detail";
   // The log reads it once for itself (log.cc); an unknown value is caught here, as above.
   if (auto level = env.text("PROCGROUP_LOG_LEVEL"); level && !parse_log_level(*level))

@@ -22,6 +22,10 @@
 
 namespace procgroup::detail {
 
+// The longest timeout any setting may ask for (~31 years; docs/errors.md): a deadline this
+// far ahead still fits the steady clock's int64 nanoseconds. Longer ones are refused.
+inline constexpr Millis kMaxTimeout{1'000'000'000'000};
+
 // Looks a variable up; the default reads the process environment. Injectable for tests.
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 EnvLookup process_env();

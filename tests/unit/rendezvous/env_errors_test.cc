@@ -43,6 +43,9 @@ const BadCase kBadCases[] = {
     {"RankWithSpace", {{"RANK", " 1"}, {"WORLD_SIZE", "2"}}, {"RANK"}},
     {"RankEmpty", {{"RANK", ""}, {"WORLD_SIZE", "2"}}, {"RANK"}},
     {"RankOverflow", {{"RANK", "99999999999"}, {"WORLD_SIZE", "2"}}, {"RANK"}},
+    {"WorldSizeAboveInt32",
+     {{"RANK", "0"}, {"WORLD_SIZE", "2147483648"}},
+     {"WORLD_SIZE='2147483648' is outside -2147483648..2147483647"}},
     {"RankEqualsSize", {{"RANK", "2"}, {"WORLD_SIZE", "2"}}, {"RANK=2", "WORLD_SIZE=2"}},
     {"RankNegative", {{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, {"RANK=-1"}},
     {"WorldSizeZero", {{"RANK", "0"}, {"WORLD_SIZE", "0"}}, {"WORLD_SIZE=0"}},
@@ -69,6 +72,16 @@ const BadCase kBadCases[] = {
     {"TimeoutNan", with(kTwoRanks, {{"PROCGROUP_TIMEOUT", "nan"}}), {"PROCGROUP_TIMEOUT"}},
     {"TimeoutEmpty", with(kTwoRanks, {{"PROCGROUP_TIMEOUT", ""}}), {"PROCGROUP_TIMEOUT"}},
     {"TimeoutHuge", with(kTwoRanks, {{"PROCGROUP_TIMEOUT", "1e20"}}), {"PROCGROUP_TIMEOUT"}},
+    // A number, but too long: said so, not "not a positive number".
+    {"TimeoutAboveTheLongest",
+     with(kTwoRanks, {{"PROCGROUP_TIMEOUT", "1e12"}}),
+     {"PROCGROUP_TIMEOUT='1e12' is longer than the longest timeout, 1000000000 seconds"}},
+    {"TimeoutBeyondDouble",
+     with(kTwoRanks, {{"PROCGROUP_TIMEOUT", "1e999"}}),
+     {"longer than the longest timeout"}},
+    {"TimeoutBelowDouble",
+     with(kTwoRanks, {{"PROCGROUP_TIMEOUT", "1e-999"}}),
+     {"'1e-999' is not a positive number"}},
     {"SlurmProcidWithoutNtasks", {{"SLURM_PROCID", "0"}}, {"SLURM_NTASKS", "srun"}},
     {"SlurmNtasksWithoutProcid", {{"SLURM_NTASKS", "4"}}, {"SLURM_PROCID", "srun"}},
     {"SlurmMultiNodeWithoutTasksPerNode",
@@ -113,6 +126,26 @@ const BadCase kBadCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Launchers, EnvBadTest, ::testing::ValuesIn(kBadCases),
                          [](const auto& p) { return std::string(p.param.name); });
+
+// A 100 KB value is quoted by its start and its length, not whole.
+TEST(EnvMessages, QuoteLongValuesCutShort) {
+  const std::string huge(100000, '7');
+  for (const char* name : {"WORLD_SIZE", "PROCGROUP_TIMEOUT", "PROCGROUP_DEBUG"}) {
+    Vars env = with(kTwoRanks, {{name, huge + "x"}});
+    auto config = resolve_group_config(nullptr, lookup_of(env));
+    ASSERT_FALSE(config.ok()) << name;
+    const std::string& message = config.status().message();
+    EXPECT_LT(message.size(), 300u) << message;
+    EXPECT_THAT(message, HasSubstr(name));
+    EXPECT_THAT(message, HasSubstr("'" + huge.substr(0, 100) + "'... (100001 bytes)"));
+  }
+}
+
+TEST(EnvMessages, QuoteControlCharactersEscaped) {
+  auto config = resolve_group_config(nullptr, lookup_of(with(kTwoRanks, {{"RANK", "1\n\x1b[2J"}})));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("RANK='1\\x0a\\x1b[2J'"));
+}
 
 }  // namespace
 }  // namespace procgroup::detail

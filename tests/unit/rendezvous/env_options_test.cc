@@ -152,6 +152,9 @@ const BadOption kBadOptions[] = {
     {"PortTooLarge", [](pg_group_options_t& o) { o.master_port = 70000; }, "master_port"},
     {"PortNegative", [](pg_group_options_t& o) { o.master_port = -1; }, "master_port"},
     {"TimeoutNegative", [](pg_group_options_t& o) { o.timeout_ms = -5; }, "timeout_ms"},
+    // Beyond ~31 years a deadline would overflow: refused, not wrapped.
+    {"TimeoutBeyondTheLongest", [](pg_group_options_t& o) { o.timeout_ms = INT64_MAX; },
+     "is longer than the longest timeout, 1000000000000 ms"},
     {"DeviceTypeUnknown", [](pg_group_options_t& o) { o.device_type = 9; }, "device_type"},
     {"StructSizeZero", [](pg_group_options_t& o) { o.struct_size = 0; }, "struct_size"},
 };
