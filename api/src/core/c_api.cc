@@ -1,11 +1,13 @@
 // The extern "C" entry points of procgroup.h. Each one is a c_guard: it checks its
-// pointers, calls into the core, and turns a Status or an exception into a status code
-// plus the thread's pg_last_error() message.
+// pointers and handles (handles.h), calls into the core, and turns a Status or an exception
+// into a status code plus the thread's pg_last_error() message, which names the entry point
+// (`fn`, captured outside the lambda, where __func__ would say "operator()").
 #include <cstring>
 
 #include "common/dtype.h"
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/handles.h"
 #include "core/user_store.h"
 #include "core/versioned_struct.h"
 
@@ -18,7 +20,20 @@ Status null_error(const char* function, const char* argument) {
 }
 
 #define PG_REQUIRE(ptr) \
-  if ((ptr) == nullptr) return null_error(__func__, #ptr)
+  if ((ptr) == nullptr) return null_error(fn, #ptr)
+
+// The live group behind a handle, as `group` in the calling entry point.
+#define PG_LOOKUP_GROUP(group, handle) \
+  PG_ASSIGN_OR_RETURN(GroupState * group, lookup_group(handle, fn, #handle))
+
+// Hands a new group to the caller as a handle.
+Status publish_group(std::shared_ptr<GroupState> state, pg_group_t* out) {
+  const uint64_t handle = group_handles().insert(state);
+  if (handle == 0)
+    return make_error(PG_ERR_OUT_OF_MEMORY, "too many live groups (destroy unused ones)");
+  *out = to_group_handle(handle);
+  return ok_status();
+}
 
 Result<pg_group_options_t> read_group_options(const pg_group_options_t* options) {
   pg_group_options_t defaults = PG_GROUP_OPTIONS_INIT;
@@ -39,9 +54,9 @@ Status check_caller_version(uint32_t caller_abi_version) {
 
 pg_status_t collective(const char* function, pg_op_t op, pg_group_t group, const pg_buffer_t* input,
                        const pg_buffer_t* output, const pg_op_options_t* options, pg_work_t* work) {
-  return c_guard(function, [&]() -> Status {
-    if (group == nullptr) return null_error(function, "group");
-    return run_op(*group->state, op, input, output, options, work);
+  return c_guard(function, [&, fn = function]() -> Status {
+    PG_LOOKUP_GROUP(state, group);
+    return run_op(*state, op, input, output, options, work);
   });
 }
 
@@ -54,7 +69,7 @@ PG_API const char* pg_status_name(pg_status_t status) { return status_name(statu
 PG_API const char* pg_last_error(void) { return last_error(); }
 
 PG_API pg_status_t pg_get_version(uint32_t* major, uint32_t* minor) {
-  return c_guard(__func__, [&]() -> Status {
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     PG_REQUIRE(major);
     PG_REQUIRE(minor);
     *major = PG_ABI_VERSION_MAJOR;
@@ -65,22 +80,22 @@ PG_API pg_status_t pg_get_version(uint32_t* major, uint32_t* minor) {
 
 PG_API pg_status_t pg_group_create_versioned(uint32_t caller_abi_version,
                                              const pg_group_options_t* options, pg_group_t* out) {
-  return c_guard(__func__, [&]() -> Status {
+  // Named after the inline wrapper (procgroup.h) that programs call.
+  return c_guard("pg_group_create", [&, fn = "pg_group_create"]() -> Status {
     PG_REQUIRE(out);
     *out = nullptr;
     PG_RETURN_IF_ERROR(check_caller_version(caller_abi_version));
     PG_ASSIGN_OR_RETURN(pg_group_options_t opts, read_group_options(options));
     PG_ASSIGN_OR_RETURN(GroupConfig config, resolve_group_config(&opts, process_env()));
     PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config));
-    *out = new pg_group_s{std::move(state)};
-    return ok_status();
+    return publish_group(std::move(state), out);
   });
 }
 
 PG_API pg_status_t pg_group_create_with_store_versioned(uint32_t caller_abi_version,
                                                         const pg_group_options_t* options,
                                                         const pg_store_t* store, pg_group_t* out) {
-  return c_guard(__func__, [&]() -> Status {
+  return c_guard("pg_group_create_with_store", [&, fn = "pg_group_create_with_store"]() -> Status {
     PG_REQUIRE(out);
     *out = nullptr;
     PG_REQUIRE(store);
@@ -93,78 +108,77 @@ PG_API pg_status_t pg_group_create_with_store_versioned(uint32_t caller_abi_vers
     PG_ASSIGN_OR_RETURN(auto user_store, make_user_store(*store));
     PG_ASSIGN_OR_RETURN(GroupConfig config, resolve_group_config(&opts, process_env()));
     PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config, std::move(user_store)));
-    *out = new pg_group_s{std::move(state)};
-    return ok_status();
+    return publish_group(std::move(state), out);
   });
 }
 
 PG_API pg_status_t pg_group_split(pg_group_t parent, int32_t color, int32_t key, pg_group_t* out) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(parent);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     PG_REQUIRE(out);
     *out = nullptr;
-    PG_ASSIGN_OR_RETURN(auto child, parent->state->split(color, key));
-    if (child) *out = new pg_group_s{std::move(child)};
-    return ok_status();
+    PG_LOOKUP_GROUP(state, parent);
+    PG_ASSIGN_OR_RETURN(auto child, state->split(color, key));
+    return child ? publish_group(std::move(child), out) : ok_status();
   });
 }
 
 PG_API pg_status_t pg_group_abort(pg_group_t group) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(group);
-    group->state->abort(
-        make_error(PG_ERR_ABORTED, "group '{}' was aborted by the user", group->state->id()));
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
+    PG_LOOKUP_GROUP(state, group);
+    state->abort(make_error(PG_ERR_ABORTED, "group '{}' was aborted by the user", state->id()));
     return ok_status();
   });
 }
 
 PG_API pg_status_t pg_group_destroy(pg_group_t group) {
-  return c_guard(__func__, [&]() -> Status {
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     if (group == nullptr) return ok_status();
-    Status status = group->state->destroy();
-    delete group;
+    PG_LOOKUP_GROUP(state, group);
+    // The handle stays live while destroy() waits, so a watchdog can still abort the group.
+    Status status = state->destroy();
+    group_handles().erase(reinterpret_cast<uint64_t>(group));
     return status;
   });
 }
 
 PG_API pg_status_t pg_group_rank(pg_group_t group, int32_t* rank) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(group);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     PG_REQUIRE(rank);
-    *rank = group->state->rank();
+    PG_LOOKUP_GROUP(state, group);
+    *rank = state->rank();
     return ok_status();
   });
 }
 
 PG_API pg_status_t pg_group_size(pg_group_t group, int32_t* size) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(group);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     PG_REQUIRE(size);
-    *size = group->state->size();
+    PG_LOOKUP_GROUP(state, group);
+    *size = state->size();
     return ok_status();
   });
 }
 
 PG_API pg_status_t pg_group_backend_name(pg_group_t group, const char** name) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(group);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     PG_REQUIRE(name);
-    *name = group->state->plugin().name.c_str();
+    PG_LOOKUP_GROUP(state, group);
+    *name = state->plugin().name.c_str();
     return ok_status();
   });
 }
 
 PG_API pg_status_t pg_group_capabilities(pg_group_t group, pg_capabilities_t* caps) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(group);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
     PG_REQUIRE(caps);
+    PG_LOOKUP_GROUP(state, group);
     if (caps->struct_size < kCapabilitiesV1Size)
       return make_error(PG_ERR_INVALID_ARGUMENT,
                         "pg_capabilities_t has struct_size {} (expected at least {}); initialise "
                         "it with PG_CAPABILITIES_INIT",
                         caps->struct_size, kCapabilitiesV1Size);
     // Written whole into a local, then only as many bytes as the caller's struct has.
-    const Plugin& p = group->state->plugin();
+    const Plugin& p = state->plugin();
     pg_capabilities_t full = PG_CAPABILITIES_INIT;
     full.native_ops = p.native_ops;
     full.native_dtypes = p.native_dtypes;
@@ -224,41 +238,45 @@ PG_API pg_status_t pg_recv(pg_group_t g, const pg_buffer_t* buffer, const pg_op_
 PG_API pg_status_t pg_timeline_mark(pg_group_t group, const char* category, const char* name,
                                     uint64_t id, int32_t phase, uint64_t bytes) {
   return c_guard(__func__, [&, fn = __func__]() -> Status {
-    PG_REQUIRE(group);
     PG_REQUIRE(category);
     PG_REQUIRE(name);
+    PG_LOOKUP_GROUP(state, group);
     if (phase < PG_TIMELINE_BEGIN || phase > PG_TIMELINE_INSTANT)
       return make_error(PG_ERR_INVALID_ARGUMENT, "{}: phase {} is not a PG_TIMELINE_* value", fn,
                         phase);
-    GroupState& state = *group->state;
-    if (Timeline* timeline = state.timeline())
-      timeline->mark(state.timeline_track(), category, name, id,
+    if (Timeline* timeline = state->timeline())
+      timeline->mark(state->timeline_track(), category, name, id,
                      static_cast<Timeline::Phase>(phase), bytes);
     return ok_status();
   });
 }
 
 PG_API pg_status_t pg_work_test(pg_work_t work) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(work);
-    return work->state->test();
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
+    PG_ASSIGN_OR_RETURN(WorkState * state, lookup_work(work, fn));
+    return state->test();
   });
 }
 
 PG_API pg_status_t pg_work_wait(pg_work_t work, int64_t timeout_ms) {
-  return c_guard(__func__, [&]() -> Status {
-    PG_REQUIRE(work);
-    Deadline until = timeout_ms < 0 ? Deadline::never() : Deadline::after(Millis(timeout_ms));
-    return work->state->wait(until);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
+    PG_ASSIGN_OR_RETURN(WorkState * state, lookup_work(work, fn));
+    // The work's own deadline bounds the wait anyway; a longer one must not overflow.
+    Deadline until = timeout_ms < 0 || timeout_ms > kMaxTimeout.count()
+                         ? Deadline::never()
+                         : Deadline::after(Millis(timeout_ms));
+    return state->wait(until);
   });
 }
 
 PG_API pg_status_t pg_work_release(pg_work_t work) {
-  return c_guard(__func__, [&]() -> Status {
-    if (work != nullptr && !work->state->done()) {
-      if (auto group = work->state->group()) group->detach(work->state);
+  return c_guard(__func__, [&, fn = __func__]() -> Status {
+    if (work == nullptr) return ok_status();
+    std::shared_ptr<WorkState> state = work_handles().erase(reinterpret_cast<uint64_t>(work));
+    if (!state) return stale_handle(fn, "work", "work", "released");
+    if (!state->done()) {
+      if (auto group = state->group()) group->detach(std::move(state));
     }
-    delete work;
     return ok_status();
   });
 }

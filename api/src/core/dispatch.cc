@@ -5,6 +5,7 @@
 #include "common/dtype.h"
 #include "core/backend_transport.h"
 #include "core/fingerprint.h"
+#include "core/handles.h"
 #include "core/plugin_call.h"
 
 namespace procgroup::detail {
@@ -226,7 +227,12 @@ Status run_op(GroupState& group, pg_op_t op, const pg_buffer_t* input, const pg_
   std::shared_ptr<WorkState> work;
   PG_RETURN_IF_ERROR(submit_op(group, args, &work));
   if (work_out == nullptr) return work->wait(Deadline::never());
-  *work_out = new pg_work_s{std::move(work)};
+  const uint64_t handle = work_handles().insert(work);
+  if (handle == 0) {
+    group.detach(std::move(work));  // still left to us: it completes on its own
+    return make_error(PG_ERR_OUT_OF_MEMORY, "too many unreleased works (call pg_work_release)");
+  }
+  *work_out = to_work_handle(handle);
   return ok_status();
 }
 

@@ -155,7 +155,3 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
 };
 
 }  // namespace procgroup::detail
-
-struct pg_group_s {
-  std::shared_ptr<procgroup::detail::GroupState> state;
-};

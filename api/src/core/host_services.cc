@@ -125,4 +125,14 @@ Status backend_failure(pg_status_t code, std::string_view backend, std::string_v
   return Status(code, std::move(message));
 }
 
+Status unexpected_plugin_status(pg_status_t code, std::string_view backend,
+                                std::string_view entry) {
+  const std::string said = last_error();
+  const std::string why = code == PG_PENDING ? "only work_test and work_wait may return it"
+                                             : "it is not a pg_status_t";
+  return make_error(PG_ERR_BACKEND, "backend '{}' returned {} from {} ({}){}{}", backend,
+                    code == PG_PENDING ? "PG_PENDING" : std::to_string(code), entry, why,
+                    said.empty() ? "" : ": ", said);
+}
+
 }  // namespace procgroup::detail

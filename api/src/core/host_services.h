@@ -42,5 +42,8 @@ class HostStore {
 // The message a backend left with set_error (or a generic one naming the entry), as a
 // Status with the backend's code.
 Status backend_failure(pg_status_t code, std::string_view backend, std::string_view entry);
+// PG_ERR_BACKEND naming the backend, the code it should not have returned, and the entry.
+Status unexpected_plugin_status(pg_status_t code, std::string_view backend,
+                                std::string_view entry);
 
 }  // namespace procgroup::detail

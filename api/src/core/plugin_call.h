@@ -11,6 +11,15 @@
 
 namespace procgroup::detail {
 
+// Whether a plugin's return code is one it may give: a known pg_status_t, and PG_PENDING
+// only from work_test and work_wait (procgroup_backend.h). Anything else becomes
+// PG_ERR_BACKEND (unexpected_plugin_status), so it fails, and aborts the group, like any
+// backend failure, and never reaches the user as a status they cannot interpret.
+inline bool plugin_may_return(pg_status_t code, std::string_view entry) {
+  if (code == PG_PENDING) return entry == "work_test" || entry == "work_wait";
+  return code >= PG_OK && code <= PG_ERR_INTERNAL;
+}
+
 template <class Call>
 Status call_plugin(std::string_view backend, std::string_view entry, Call&& call) {
   clear_last_error();
@@ -22,7 +31,10 @@ Status call_plugin(std::string_view backend, std::string_view entry, Call&& call
   } catch (...) {
     return make_error(PG_ERR_BACKEND, "backend '{}' threw from {}", backend, entry);
   }
-  if (code == PG_OK || code == PG_PENDING) return Status(code, "");
+  if (code == PG_OK) return ok_status();
+  if (!plugin_may_return(code, entry)) [[unlikely]]
+    return unexpected_plugin_status(code, backend, entry);
+  if (code == PG_PENDING) return Status(code, "");
   return backend_failure(code, backend, entry);
 }
 

@@ -79,8 +79,3 @@ class WorkState {
 };
 
 }  // namespace procgroup::detail
-
-// The opaque handle users hold.
-struct pg_work_s {
-  std::shared_ptr<procgroup::detail::WorkState> state;
-};
