@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <map>
 #include <thread>
 
@@ -16,9 +17,29 @@ namespace {
 
 constexpr Millis kReportStoreTimeout{2000};
 constexpr Millis kGatherWindow{1000};
+// Messages name at most this many rank ranges, or places where ranks are.
+constexpr size_t kShownRanges = 8;
+constexpr size_t kShownPlaces = 8;
 
-std::string key_for(const HangContext& c, int rank) {
-  return fmt::format("pg/{}/core/hang/{}", c.group_id, rank);
+// Reports go to numbered slots ("<rank> <state>"), counted by one key: a reader reads as
+// many keys as there are reports, never one per rank, so a world of 100,000 ranks where a
+// few report costs a few store calls, and the reading stops when the window closes.
+std::string count_key(const HangContext& c) {
+  return fmt::format("pg/{}/core/hang/count", c.group_id);
+}
+std::string slot_key(const HangContext& c, int64_t slot) {
+  return fmt::format("pg/{}/core/hang/{}", c.group_id, slot);
+}
+
+// The sequence number in a state "in <seq> <label>"; "" for "idle ...".
+std::string seq_of(const std::string& state) {
+  return state.rfind("in ", 0) == 0 ? state.substr(3, state.find(' ', 3) - 3) : std::string();
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
+  return text;
 }
 
 // Written to a fresh temporary name (mkostemp: O_EXCL, so never through a link) and renamed
@@ -82,21 +103,21 @@ std::string summarize(const HangContext& c, const std::map<int, std::string>& st
     }
   }
   std::vector<std::string> parts;
-  for (auto& [label, ranks] : waiting)
-    parts.push_back(fmt::format("rank{} {} {} in {}", ranks.size() > 1 ? "s" : "",
-                                format_ranks(ranks), ranks.size() > 1 ? "are" : "is", label));
-  if (!idle.empty())
-    parts.push_back(fmt::format("rank{} {} not inside a collective", idle.size() > 1 ? "s" : "",
-                                format_ranks(idle)));
+  for (auto& [label, ranks] : waiting) {
+    if (parts.size() == kShownPlaces) {
+      parts.push_back(fmt::format("other ranks in {} more operations", waiting.size() - kShownPlaces));
+      break;
+    }
+    parts.push_back(fmt::format("{} {} in {}", rank_list(ranks), ranks.size() > 1 ? "are" : "is",
+                                label));
+  }
+  if (!idle.empty()) parts.push_back(fmt::format("{} not inside a collective", rank_list(idle)));
   if (!silent.empty()) {
     std::string joined = oldest == UINT64_MAX ? "" : fmt::format("; not joined op #{}", oldest);
-    parts.push_back(fmt::format("rank{} {} did not report (busy outside procgroup, stuck or "
-                                "gone{})",
-                                silent.size() > 1 ? "s" : "", format_ranks(silent), joined));
+    parts.push_back(fmt::format("{} did not report (busy outside procgroup, stuck or gone{})",
+                                rank_list(silent), joined));
   }
-  std::string text = fmt::format("group '{}' hang summary: ", c.group_id);
-  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
-  return text;
+  return fmt::format("group '{}' hang summary: {}", c.group_id, join(parts));
 }
 
 // This rank's view for its error message: every other rank not in the same operation.
@@ -104,6 +125,7 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
   const std::string& mine = states.at(c.rank);
   std::vector<int> silent;
   std::map<std::string, std::vector<int>> elsewhere;  // where -> ranks
+  bool same_seq_other_call = false;  // the evidence for "ranks passed different arguments"
   for (int r = 0; r < c.size; ++r) {
     if (r == c.rank) continue;
     auto it = states.find(r);
@@ -111,6 +133,7 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
       silent.push_back(r);
     } else if (it->second != mine) {
       const std::string& s = it->second;
+      same_seq_other_call = same_seq_other_call || (!seq_of(s).empty() && seq_of(s) == seq_of(mine));
       elsewhere[s.rfind("in ", 0) == 0 ? "in " + s.substr(s.find(' ', 3) + 1)
                                        : "not inside a collective"]
           .push_back(r);
@@ -118,14 +141,21 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
   }
   std::vector<std::string> parts;
   if (!silent.empty())
-    parts.push_back(fmt::format("not heard from: rank{} {} (stuck, stopped or gone)",
-                                silent.size() > 1 ? "s" : "", format_ranks(silent)));
-  for (auto& [where, ranks] : elsewhere)
-    parts.push_back(
-        fmt::format("rank{} {} {}", ranks.size() > 1 ? "s" : "", format_ranks(ranks), where));
-  std::string text;
-  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
-  return text;
+    parts.push_back(fmt::format("not heard from: {} (stuck, stopped or gone)", rank_list(silent)));
+  size_t shown = 0;
+  for (auto& [where, ranks] : elsewhere) {
+    if (shown++ == kShownPlaces) {
+      parts.push_back(fmt::format("other ranks in {} more places", elsewhere.size() - kShownPlaces));
+      break;
+    }
+    parts.push_back(fmt::format("{} {}", rank_list(ranks), where));
+  }
+  // Only when some rank is at this operation number with other arguments: a rank that did
+  // not arrive is no sign of different counts.
+  if (same_seq_other_call)
+    parts.push_back("ranks that pass different counts, dtypes, roots or reduce ops to the same "
+                    "operation never match; PROCGROUP_DEBUG=detail names the rank that differs");
+  return join(parts);
 }
 
 // True when every rank reported being inside the same operation number, but not every
@@ -133,9 +163,6 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
 // mismatched messages apart times out on such a call instead of corrupting memory).
 bool same_op_different_calls(const HangContext& c, const std::map<int, std::string>& states) {
   if (static_cast<int>(states.size()) != c.size) return false;
-  auto seq_of = [](const std::string& s) {
-    return s.rfind("in ", 0) == 0 ? s.substr(3, s.find(' ', 3) - 3) : std::string();
-  };
   const std::string& first = states.begin()->second;
   if (seq_of(first).empty()) return false;
   bool differ = false;
@@ -157,14 +184,23 @@ std::string store_host_silent(const HangContext& c) {
 
 std::string format_ranks(const std::vector<int>& r) {
   std::string text;
+  size_t ranges = 0, left = r.size();
   for (size_t i = 0; i < r.size();) {
     size_t j = i;
     while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (ranges++ == kShownRanges) return fmt::format("{} and {} more", text, left);
     if (!text.empty()) text += ", ";
     text += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
+    left -= j - i + 1;
     i = j + 1;
   }
   return text;
+}
+
+std::string rank_list(const std::vector<int>& r) {
+  if (r.size() == 1) return fmt::format("rank {}", r[0]);
+  if (r.size() == 2) return fmt::format("ranks {}", format_ranks(r));
+  return fmt::format("ranks {} ({})", format_ranks(r), r.size());
 }
 
 HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
@@ -186,35 +222,42 @@ HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
     log(kLogWarn, "hang", "no summary: store unreachable: {}", store.status().to_string());
     return {"", store_host_silent(c)};
   }
-  std::string mine = encode_state(recorder.progress());
-  Status published = (*store)->set(key_for(c, c.rank), Bytes(mine.begin(), mine.end()));
+  const std::string mine = encode_state(recorder.progress());
+  const std::string report = fmt::format("{} {}", c.rank, mine);
+  auto slot = (*store)->add(count_key(c), 1);
+  Status published = slot.ok() ? (*store)->set(slot_key(c, *slot), Bytes(report.begin(), report.end()))
+                               : slot.status();
   if (!published.ok()) {
     log(kLogWarn, "hang", "no summary: {}", published.to_string());
     return {};
   }
 
   // Give the other ranks' reports a moment to arrive, then read what is there.
-  std::map<int, std::string> states;
+  std::map<int, std::string> states{{c.rank, mine}};
   const Deadline window = Deadline::after(kGatherWindow);
+  int64_t read = 0;  // slots read so far
   do {
-    for (int r = 0; r < c.size; ++r) {
-      if (states.count(r)) continue;
-      std::vector<std::string> key{key_for(c, r)};
-      auto present = (*store)->check(key);
-      if (!present.ok()) {  // rank 0 answered, then left: nothing to say about the others
-        log(kLogWarn, "hang", "no summary: {}", present.status().to_string());
-        return {};
-      }
-      if (*present) {
-        auto value = (*store)->get(key[0], Millis(100));
-        if (value.ok()) states[r] = std::string(value->begin(), value->end());
-      }
+    auto reports = (*store)->add(count_key(c), 0);
+    if (!reports.ok()) {  // rank 0 answered, then left: nothing to say about the others
+      log(kLogWarn, "hang", "no summary: {}", reports.status().to_string());
+      return {};
+    }
+    // A slot counted but not yet written: its writer is between add and set; next round.
+    while (read < *reports && !window.expired()) {
+      auto value = (*store)->get(slot_key(c, read + 1), Millis(100));
+      if (!value.ok()) break;
+      ++read;
+      const std::string text(value->begin(), value->end());
+      const char* const text_end = text.data() + text.size();
+      int rank = -1;
+      auto [space, ec] = std::from_chars(text.data(), text_end, rank);
+      if (ec == std::errc() && rank >= 0 && rank < c.size && space < text_end)
+        states[rank] = std::string(space + 1, text_end);
     }
     if (static_cast<int>(states.size()) == c.size) break;
     std::this_thread::sleep_for(Millis(50));
   } while (!window.expired());
-  HangFindings findings{"", states.count(c.rank) ? describe_behind(c, states) : "",
-                        same_op_different_calls(c, states)};
+  HangFindings findings{"", describe_behind(c, states), same_op_different_calls(c, states)};
   if (states.empty() || states.begin()->first != c.rank) return findings;  // a lower rank prints
   findings.summary = summarize(c, states);
   log_line(kLogError, "hang", findings.summary);

@@ -35,7 +35,10 @@ struct HangFindings {
 
 HangFindings report_hang(const HangContext& context, const FlightRecorder& recorder);
 
-// "0-2, 5": ranks as ranges.
+// "0-2, 5": ranks as ranges; after 8 ranges, "... and 37 more", so a message stays short
+// at any world size.
 std::string format_ranks(const std::vector<int>& sorted_ranks);
+// "rank 3", "ranks 0-1", "ranks 1-999 (999)": format_ranks with the count from three up.
+std::string rank_list(const std::vector<int>& sorted_ranks);
 
 }  // namespace procgroup::detail
