@@ -13,6 +13,9 @@ namespace procgroup::detail {
 namespace {
 
 constexpr Millis kReadGrace{2000};
+// How long rank 0 may look for the other missing ranks once one timed out, so that creation
+// still ends soon after its timeout at any world size.
+constexpr Millis kProbeBudget{250};
 
 Bytes encode(const Settings& settings) {
   std::string text;
@@ -63,6 +66,34 @@ std::string differences(const std::vector<Settings>& all) {
   return text;
 }
 
+// The ranks from `first` on that never published their settings, for rank 0's timeout
+// message ("ranks 1-99999 (99999) never joined"). The "joined" count answers the usual case
+// (none of the rest came either) in one request; otherwise each remaining rank is looked up,
+// for kProbeBudget at most.
+Status never_joined(Store& store, const std::string& prefix, int first, int size,
+                    const Status& waited) {
+  std::vector<int> missing{first};
+  int unchecked = size;  // ranks from here on were not looked up
+  auto joined = store.add(prefix + "joined", 0);
+  if (joined.ok() && *joined == first - 1) {
+    for (int r = first + 1; r < size; ++r) missing.push_back(r);
+  } else {
+    const Deadline budget = Deadline::after(kProbeBudget);
+    for (int r = first + 1; r < size && unchecked == size; ++r) {
+      const std::vector<std::string> key{prefix + std::to_string(r)};
+      auto present = budget.expired() ? Result<bool>(waited) : store.check(key);
+      if (!present.ok()) {
+        unchecked = r;
+      } else if (!*present) {
+        missing.push_back(r);
+      }
+    }
+  }
+  std::string text = fmt::format("{} never joined", rank_list(missing));
+  if (unchecked < size) text += fmt::format(" (ranks {}-{} not looked for)", unchecked, size - 1);
+  return Status(waited.code(), fmt::format("{}: {}", text, waited.message()));
+}
+
 }  // namespace
 
 Status check_settings_agree(Store& store, const std::string& prefix, int rank, int size,
@@ -71,6 +102,7 @@ Status check_settings_agree(Store& store, const std::string& prefix, int rank, i
   const std::string verdict_key = prefix + "verdict";
   if (rank != 0) {
     PG_RETURN_IF_ERROR(store.set(prefix + std::to_string(rank), encode(mine)));
+    (void)store.add(prefix + "joined", 1);  // only counted, for rank 0's timeout message
     auto verdict = store.get(verdict_key, deadline.remaining());
     if (!verdict.ok())
       return verdict.status().with_context("waiting for rank 0 to compare the ranks' settings");
@@ -82,9 +114,13 @@ Status check_settings_agree(Store& store, const std::string& prefix, int rank, i
   std::vector<Settings> all{mine};
   for (int r = 1; r < size; ++r) {
     auto theirs = store.get(prefix + std::to_string(r), deadline.remaining());
-    if (!theirs.ok())
-      return theirs.status().with_context(fmt::format("waiting for rank {}'s settings", r));
-    all.push_back(decode(*theirs));
+    if (theirs.ok()) {
+      all.push_back(decode(*theirs));
+      continue;
+    }
+    if (theirs.status().code() == PG_ERR_TIMEOUT)
+      return never_joined(store, prefix, r, size, theirs.status());
+    return theirs.status().with_context(fmt::format("waiting for rank {}'s settings", r));
   }
   const std::string diff = differences(all);
   PG_RETURN_IF_ERROR(store.set(verdict_key, Bytes(diff.begin(), diff.end())));
