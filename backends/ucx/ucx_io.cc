@@ -40,35 +40,35 @@ std::string differences(uint16_t theirs, uint16_t mine) {
   return text;
 }
 
-// How a completed receive ended besides UCX's status: whether its sender passed the same
-// arguments (the bits of its tag this rank's receive did not match on) and the size this
-// rank expected. UCX reports a larger message as truncated (it wrote nothing past the
-// buffer) and a smaller one as a short length. Any difference is PG_ERR_MISMATCH.
-Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, uint64_t sender_tag) {
-  const bool arrived = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
-  if (!slot.is_recv || !arrived) return {};
+// Whether the sender of a completed receive passed other arguments: the bits of its tag
+// this rank's receive did not match on.
+bool other_arguments(const RequestSlot& slot, uint64_t sender_tag) {
+  switch (slot.check) {
+    case Check::kCollective:
+    case Check::kConfirm: return tags::fingerprint_of(sender_tag) != tags::fingerprint_of(slot.tag);
+    case Check::kP2p: return tags::p2p_dtype(sender_tag) != tags::p2p_dtype(slot.tag);
+    default: return false;
+  }
+}
+
+// The message of a receive that got another size (other_size) or a message of other
+// arguments (other_args): what differs, as far as sizes and tags tell.
+Status mismatch(const RequestSlot& slot, bool other_size, bool other_args, uint64_t length,
+                uint64_t sender_tag) {
   const std::string who = "rank " + std::to_string(slot.peer);
   const std::string head =
       "recv of " + std::to_string(slot.expected) + " bytes from " + who + ": " + who;
   const bool sized = length != kAnySize && length != slot.expected;
   const std::string sent = sized ? std::to_string(length) + " bytes"
                                  : "more than " + std::to_string(slot.expected) + " bytes";
-  std::string args;  // what the sender passed otherwise, as far as the tag tells
-  bool other_args = false;
-  if (slot.check == Check::kCollective || slot.check == Check::kConfirm) {
-    const uint16_t theirs = tags::fingerprint_of(sender_tag), mine = tags::fingerprint_of(slot.tag);
-    other_args = theirs != mine;
-    args = differences(theirs, mine);
-  } else if (slot.check == Check::kP2p) {
-    const int theirs = tags::p2p_dtype(sender_tag), mine = tags::p2p_dtype(slot.tag);
-    other_args = theirs != mine;
-    if (other_args) {
-      args = std::string("dtype ") + dtype_name(pg_dtype_t(theirs)) + " where this rank passed " +
-             dtype_name(pg_dtype_t(mine));
-    }
+  std::string args;  // "" when only root or count differ (or nothing)
+  if (other_args && slot.check == Check::kP2p) {
+    args = std::string("dtype ") + dtype_name(pg_dtype_t(tags::p2p_dtype(sender_tag))) +
+           " where this rank passed " + dtype_name(pg_dtype_t(tags::p2p_dtype(slot.tag)));
+  } else if (other_args) {
+    args = differences(tags::fingerprint_of(sender_tag), tags::fingerprint_of(slot.tag));
   }
-  const bool other_size = status == UCS_ERR_MESSAGE_TRUNCATED || length != slot.expected;
-  if (slot.check == Check::kConfirm && (other_size || other_args)) {
+  if (slot.check == Check::kConfirm) {
     // Only a rank that thinks it is the root sends this rank data in a rooted collective.
     return Status::error(PG_ERR_MISMATCH, who + " sent " + sent + " where this rank, the root, " +
                                               "expected its confirmation: the ranks passed " +
@@ -83,11 +83,20 @@ Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, ui
     return Status::error(PG_ERR_MISMATCH,
                          head + " sent " + sent + " (the ranks passed different counts)");
   }
-  if (other_args) {
-    return Status::error(PG_ERR_MISMATCH,
-                         head + " called this operation with another root or count");
-  }
-  return {};
+  return Status::error(PG_ERR_MISMATCH, head + " called this operation with another root or count");
+}
+
+// How a completed receive ended besides UCX's status: the size this rank expected, from a
+// sender that passed the same arguments. UCX reports a larger message as truncated (it
+// wrote nothing past the buffer) and a smaller one as a short length. Any difference is
+// PG_ERR_MISMATCH. Builds no strings when everything matched (every receive comes here).
+Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, uint64_t sender_tag) {
+  const bool arrived = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
+  if (!slot.is_recv || !arrived) return {};
+  const bool other_size = status == UCS_ERR_MESSAGE_TRUNCATED || length != slot.expected;
+  const bool other_args = other_arguments(slot, sender_tag);
+  if (!other_size && !other_args) return {};
+  return mismatch(slot, other_size, other_args, length, sender_tag);
 }
 
 // How a completed request ended: a mismatch (above), else UCX's status.
