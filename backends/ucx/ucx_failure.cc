@@ -139,10 +139,10 @@ void UcxGroup::notify_peers(uint8_t kind, pg_status_t code, const std::string& t
   notice_ += body;
   std::vector<void*> sending;
   ucp_request_param_t param{};
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_ || eps_[peer] == nullptr || departed_[peer]) continue;
+  for (const auto& [peer, ep] : eps_) {  // the peers this rank is connected to
+    if (peer == rank_ || ep == nullptr || departed_[peer]) continue;
     void* request =
-        ucp_tag_send_nbx(eps_[peer], notice_.data(), notice_.size(), tags::control(rank_), &param);
+        ucp_tag_send_nbx(ep, notice_.data(), notice_.size(), tags::control(rank_), &param);
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) sending.push_back(request);
   }
   // Best effort: a peer that is gone or slow learns it from its own timeout.

@@ -85,13 +85,8 @@ Status UcxGroup::connect() {
     return Status::error(
         set, where + ": " + store_failure(set, "publishing the worker address", "").message);
   }
-  eps_.assign(size_, nullptr);
-  addresses_.assign(size_, std::string());
   addresses_[rank_] = address;
-  departed_.assign(size_, 0);
-  greeted_.assign(size_, 0);
-  peer_args_.resize(size_);
-  for (int i = 0; i < size_; ++i) peer_args_[i] = PeerArg{this, i};
+  endpoints_ready_ = true;
   control_buf_.assign(kControlBytes, 0);
   std::lock_guard<std::mutex> lock(mu_);
   if (size_ <= tuning_.connect_all_max) {
@@ -160,7 +155,9 @@ Status UcxGroup::connect_peer(int peer) {
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(address.data());
   params.err_handler.cb = &UcxGroup::on_ep_error;
-  params.err_handler.arg = &peer_args_[peer];
+  PeerArg& arg = peer_args_[peer];
+  arg = PeerArg{this, peer};
+  params.err_handler.arg = &arg;
   for (;;) {
     params.err_mode = err_mode_;
     ucp_ep_h ep = nullptr;
@@ -272,7 +269,7 @@ void UcxGroup::shutdown() {
   waker_.wake();
   if (progress_thread_.joinable()) progress_thread_.join();
   std::unique_lock<std::mutex> lock(mu_);
-  if (worker_.get() == nullptr || eps_.empty()) {  // group_create failed part way
+  if (worker_.get() == nullptr || !endpoints_ready_) {  // group_create failed part way
     shut_down_ = true;
     worker_.reset();
     if (have_reduce_dt_) ucp_dt_destroy(reduce_dt_);
@@ -313,7 +310,7 @@ void UcxGroup::close_endpoints(bool force, Clock::time_point until) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  for (ucp_ep_h& ep : eps_) {
+  for (auto& [peer, ep] : eps_) {
     if (ep == nullptr) continue;
     void* request = ucp_ep_close_nbx(ep, &param);
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);

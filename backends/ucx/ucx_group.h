@@ -37,6 +37,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -158,19 +159,24 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   ucp_err_handling_mode_t err_mode_ = UCP_ERR_HANDLING_MODE_PEER;
   ucp_datatype_t reduce_dt_ = 0;  // generic: receives that reduce (ucx_recv_reduce.h)
   bool have_reduce_dt_ = false;
-  std::vector<ucp_ep_h> eps_;
-  std::vector<std::string> addresses_;  // fetched lazily
-  std::vector<PeerArg> peer_args_;
-  std::vector<uint8_t> departed_;  // said goodbye (destroyed its group)
-  std::vector<uint8_t> greeted_;   // said hello (connected to us)
+  // Per peer, keyed by rank and made on first use: a group's memory follows the peers it
+  // talks to, not its size (up to 2^22 ranks, most of them never met in a lazy group).
+  template <typename T>
+  using PerPeer = std::unordered_map<int, T>;
+  bool endpoints_ready_ = false;  // connect() got as far as endpoints
+  PerPeer<ucp_ep_h> eps_;
+  PerPeer<std::string> addresses_;  // fetched lazily
+  PerPeer<PeerArg> peer_args_;      // node-based: UCX keeps pointers to them
+  PerPeer<uint8_t> departed_;       // said goodbye (destroyed its group)
+  PerPeer<uint8_t> greeted_;        // said hello (connected to us)
   int hellos_ = 0;
   std::vector<std::pair<int, ucs_status_t>> failed_peers_;  // from ep error callbacks
   // Peers on this host: their pids and pidfds (readable once the process exited).
   bool one_host_ = false;
   std::string identity_;             // this host's (ucx_peers.cc)
-  std::vector<uint8_t> host_known_;  // the peer's identity was read
-  std::vector<int> pids_;            // 0: not on this host (or unknown)
-  std::vector<ProcessHandle> processes_;
+  PerPeer<uint8_t> host_known_;  // the peer's identity was read
+  PerPeer<int> pids_;            // 0: not on this host (or unknown)
+  PerPeer<ProcessHandle> processes_;
   int watched_peers_ = 0;
   std::vector<int> exited_;  // watched peers whose process ended, not yet handled
   // Peers that ended without a goodbye while nothing ran here: the next operation fails.

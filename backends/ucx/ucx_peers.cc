@@ -63,9 +63,6 @@ Status UcxGroup::store_failure(pg_status_t st, const std::string& doing,
 }
 
 Status UcxGroup::discover_hosts() {
-  pids_.assign(size_, 0);
-  processes_.resize(size_);
-  host_known_.assign(size_, 0);
   identity_ = host_identity();
   const std::string value = identity_ + "\n" + std::to_string(::getpid());
   const pg_status_t set =
@@ -122,9 +119,11 @@ void UcxGroup::watch_if_local(int peer) {
 
 void UcxGroup::watch_local_peers() {
   // A peer that died since it published is found gone here: the first poll breaks the group.
-  for (int i = 0; i < size_; ++i) {
-    if (host_known_[i]) watch_if_local(i);
+  std::vector<int> known;
+  for (const auto& [peer, read] : host_known_) {
+    if (read) known.push_back(peer);
   }
+  for (int peer : known) watch_if_local(peer);
 }
 
 void UcxGroup::check_local_peers(int64_t timeout_us) {
@@ -133,7 +132,9 @@ void UcxGroup::check_local_peers(int64_t timeout_us) {
 }
 
 std::string UcxGroup::exit_cause(int peer) const {
-  return "rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
+  const auto pid = pids_.find(peer);
+  return "rank " + std::to_string(peer) + " (pid " +
+         std::to_string(pid != pids_.end() ? pid->second : 0) +
          " on this host) exited";
 }
 
