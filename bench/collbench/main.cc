@@ -172,8 +172,9 @@ int run(const Options& options) {
   Group group(group_options);
   ProcgroupCommunicator comm(group, device.memory.get(), device.placement);
   ProcgroupEngine engine(group, device.placement, device.timer.get());
-  RunInfo info{"collbench", std::string(group.backend()), backend_detail(group, options), "",
-               group.size(), options};
+  RunInfo info{
+      "collbench", std::string(group.backend()), backend_detail(group, options), "", group.size(),
+      options};
   info.buffers = device.memory ? device.memory->name() : "host";
   std::unique_ptr<Engine> direct;
   if (options.direct) direct = make_direct(comm, info.backend, device, info);

@@ -19,17 +19,17 @@ struct DtypeAlias {
 };
 // nccl-tests' -d names (test_typenames, and "char"/"int" of NCCL 1) for procgroup's types.
 constexpr std::array<DtypeAlias, 10> kNcclTestsDtypes = {{{"float", Dtype::kF32},
-                                                         {"double", Dtype::kF64},
-                                                         {"half", Dtype::kF16},
-                                                         {"bfloat16", Dtype::kBf16},
-                                                         {"int8", Dtype::kI8},
-                                                         {"char", Dtype::kI8},
-                                                         {"uint8", Dtype::kU8},
-                                                         {"int32", Dtype::kI32},
-                                                         {"int", Dtype::kI32},
-                                                         {"int64", Dtype::kI64}}};
+                                                          {"double", Dtype::kF64},
+                                                          {"half", Dtype::kF16},
+                                                          {"bfloat16", Dtype::kBf16},
+                                                          {"int8", Dtype::kI8},
+                                                          {"char", Dtype::kI8},
+                                                          {"uint8", Dtype::kU8},
+                                                          {"int32", Dtype::kI32},
+                                                          {"int", Dtype::kI32},
+                                                          {"int64", Dtype::kI64}}};
 // nccl-tests' types with no procgroup dtype (pg_dtype_t has no unsigned 32/64-bit or fp8).
-constexpr std::array<std::string_view, 6> kNcclTestsOnly = {"uint32", "uint64", "f8e4m3",
+constexpr std::array<std::string_view, 6> kNcclTestsOnly = {"uint32", "uint64",   "f8e4m3",
                                                             "f8e5m2", "fp8_e4m3", "fp8_e5m2"};
 
 }  // namespace
@@ -89,8 +89,10 @@ std::string dtype_error(std::string_view name) {
   for (Dtype d : kAllDtypes) ours += std::string(ours.empty() ? "" : " ") + dtype_name(d);
   for (std::string_view only : kNcclTestsOnly) {
     if (name == only) {
-      return "'" + std::string(name) + "' is an nccl-tests type that procgroup has no dtype for "
-             "(procgroup's: " + ours + ")";
+      return "'" + std::string(name) +
+             "' is an nccl-tests type that procgroup has no dtype for "
+             "(procgroup's: " +
+             ours + ")";
     }
   }
   std::string theirs;

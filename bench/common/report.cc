@@ -25,8 +25,10 @@ std::string measurement_cells(const std::optional<Measurement>& m) {
                      format_wrong(m->wrong));
 }
 
+// procgroup's busbw over the raw library's, computed from algbw: the same ratio (both carry
+// the collective's factor), and still defined on one rank, where that factor and busbw are 0.
 double ratio(const Row& r) {
-  return r.direct && r.direct->busbw > 0 ? r.out_of_place.busbw / r.direct->busbw : 0.0;
+  return r.direct && r.direct->algbw > 0 ? r.out_of_place.algbw / r.direct->algbw : 0.0;
 }
 
 // What procgroup adds to one operation's time over the raw library (out of place).
@@ -92,8 +94,8 @@ void Reporter::header() const {
   const Options& o = info_.options;
   std::string out;
   const std::string buffers = info_.buffers.empty() ? "" : ", " + info_.buffers + " buffers";
-  out += fmt::format("# {} {}: backend {}, {} ranks{}, {}, root {}\n", info_.tool,
-                     coll_name(o.op), info_.backend, info_.world_size, buffers, joined_names(o),
+  out += fmt::format("# {} {}: backend {}, {} ranks{}, {}, root {}\n", info_.tool, coll_name(o.op),
+                     info_.backend, info_.world_size, buffers, joined_names(o),
                      rooted(o.op) ? std::to_string(o.root) : "none");
   out += fmt::format("# {} {}, {}{}\n", info_.tool, PG_BENCH_VERSION, date_,
                      info_.backend_detail.empty() ? "" : "; " + info_.backend_detail);

@@ -278,5 +278,29 @@ TEST(Report, CsvAndJsonOfOneRow) {
   EXPECT_EQ(format_bytes(1000), "1000 B");
 }
 
+// On one rank busbw is 0 (the factor 2(n-1)/n is), but procgroup against the raw library
+// still has a ratio: the same as the busbw ratio wherever that is defined.
+TEST(Report, RatioIsDefinedOnOneRank) {
+  Options o;
+  Reporter rep(RunInfo{"collbench", "nccl", "", "nccl", 1, o}, /*prints=*/false);
+  Row row{Coll::kAllreduce, Dtype::kF32, RedOp::kSum, -1, 1024, 256, {},
+          std::nullopt,     std::nullopt};
+  row.out_of_place = {10.0, 0.1024, 0.0, 0};
+  row.direct = Measurement{8.0, 0.128, 0.0, 0};
+  rep.row(row);
+  EXPECT_DOUBLE_EQ(rep.to_json()["rows"][0]["ratio_busbw"].get<double>(), 0.8);
+}
+
+TEST(Options, NcclTestsDtypeNames) {
+  const ParsedOptions p =
+      parse({"allreduce", "-d", "float,half,bfloat16,double,int8,uint8,int32,int64"});
+  ASSERT_TRUE(p.run);
+  EXPECT_EQ(p.options.dtypes,
+            (std::vector<Dtype>{Dtype::kF32, Dtype::kF16, Dtype::kBf16, Dtype::kF64, Dtype::kI8,
+                                Dtype::kU8, Dtype::kI32, Dtype::kI64}));
+  EXPECT_EQ(parse({"allreduce", "-d", "uint64"}).exit_code, kUsageExitCode);
+  EXPECT_EQ(dtype_error("uint64").rfind("'uint64' is an nccl-tests type", 0), 0u);
+}
+
 }  // namespace
 }  // namespace procgroup::bench

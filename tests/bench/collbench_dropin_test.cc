@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // No launcher's variables, so collbench must make its own group of one.
-const std::vector<std::string> kAlone = {"RANK=", "WORLD_SIZE=", "OMPI_COMM_WORLD_RANK=",
-                                         "SLURM_PROCID=", "PROCGROUP_TIMEOUT=30"};
+const std::vector<std::string> kAlone = {
+    "RANK=", "WORLD_SIZE=", "OMPI_COMM_WORLD_RANK=", "SLURM_PROCID=", "PROCGROUP_TIMEOUT=30"};
 
 struct AloneRun {
   ProcessResult result;
@@ -106,7 +106,8 @@ TEST(CollbenchDropIn, JsonSaysHostDateVersionAndBackendDetail) {
   EXPECT_TRUE(std::regex_match(date, std::regex("20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-9:]{8}Z")))
       << date;
   const std::string detail = r.json["backend_detail"];
-  EXPECT_TRUE(std::regex_match(detail, std::regex("libprocgroup [0-9]+\\.[0-9]+, plugin gloo: all native")))
+  EXPECT_TRUE(
+      std::regex_match(detail, std::regex("libprocgroup [0-9]+\\.[0-9]+, plugin gloo: all native")))
       << detail;
   EXPECT_NE(r.result.out.find(detail), std::string::npos) << "the header shows it too\n"
                                                           << r.result.out;
