@@ -184,7 +184,8 @@ Status MeshContext::missing_ranks(StoreAdapter& store, int64_t joined) {
   }
   std::string text = who + " did not join the rendezvous within " +
                      std::to_string(getTimeout().count()) + " ms (not started, stuck, or dead";
-  if (missing > 1) text += "; " + std::to_string(joined) + " of " + std::to_string(size) + " joined";
+  if (missing > 1)
+    text += "; " + std::to_string(joined) + " of " + std::to_string(size) + " joined";
   return Status::error(PG_ERR_TIMEOUT, text + ")");
 }
 
@@ -246,9 +247,8 @@ Status MeshContext::connect_mesh(StoreAdapter& store,
   device_ = device;
   transportContext_ = std::move(transport);
   // A rank that joined just before the deadline still gets a moment to answer.
-  check_connections(failures,
-                    std::max(deadline, Clock::now() + std::min<std::chrono::milliseconds>(
-                                                          kMinCheckTime, timeout / 4)));
+  check_connections(failures, std::max(deadline, Clock::now() + std::min<std::chrono::milliseconds>(
+                                                                    kMinCheckTime, timeout / 4)));
   return failures.status();
 }
 

@@ -173,7 +173,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   std::vector<std::pair<int, ucs_status_t>> failed_peers_;  // from ep error callbacks
   // Peers on this host: their pids and pidfds (readable once the process exited).
   bool one_host_ = false;
-  std::string identity_;             // this host's (ucx_peers.cc)
+  std::string identity_;         // this host's (ucx_peers.cc)
   PerPeer<uint8_t> host_known_;  // the peer's identity was read
   PerPeer<int> pids_;            // 0: not on this host (or unknown)
   PerPeer<ProcessHandle> processes_;

@@ -134,8 +134,7 @@ void UcxGroup::check_local_peers(int64_t timeout_us) {
 std::string UcxGroup::exit_cause(int peer) const {
   const auto pid = pids_.find(peer);
   return "rank " + std::to_string(peer) + " (pid " +
-         std::to_string(pid != pids_.end() ? pid->second : 0) +
-         " on this host) exited";
+         std::to_string(pid != pids_.end() ? pid->second : 0) + " on this host) exited";
 }
 
 void UcxGroup::handle_exits() {

@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     Group g = Group::from_env();
     if (std::strcmp(mode, "scale") == 0) {
-      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+      const std::chrono::duration<double, std::milli> took =
+          std::chrono::steady_clock::now() - start;
       const int rc = scale(g, took.count());
       g.destroy();
       return rc;

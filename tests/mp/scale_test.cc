@@ -37,9 +37,9 @@ struct ScaleRun {
 };
 
 ScaleRun run_scale(const std::string& backend, int size) {
-  ProcessResult r = run({PGRUN_PATH, "--nproc-per-node", std::to_string(size), MP_WORKER_PATH,
-                         "scale"},
-                        120, {"PROCGROUP_BACKEND=" + backend, "PROCGROUP_TIMEOUT=60"});
+  ProcessResult r =
+      run({PGRUN_PATH, "--nproc-per-node", std::to_string(size), MP_WORKER_PATH, "scale"}, 120,
+          {"PROCGROUP_BACKEND=" + backend, "PROCGROUP_TIMEOUT=60"});
   ScaleRun out;
   out.seconds = r.seconds;
   out.output = r.out + r.err;

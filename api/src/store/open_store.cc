@@ -36,7 +36,8 @@ Result<size_t> store_max_bytes() {
   int shift = 0;
   if (!unit.empty()) {
     const std::string_view units = "KMGT";
-    const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    const size_t at =
+        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
     if (at != std::string_view::npos) {
       shift = 10 * static_cast<int>(at + 1);
       unit.remove_prefix(1);

@@ -113,9 +113,9 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(TcpStoreServerOpti
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] { loop->run(); });
   log(kLogInfo, "store", "serving on {}", host_port(server->host_, port));
-  const bool reachable = std::any_of(server->loop_->listeners().begin(),
-                                     server->loop_->listeners().end(),
-                                     [](const UniqueFd& fd) { return !on_loopback(fd.get()); });
+  const bool reachable =
+      std::any_of(server->loop_->listeners().begin(), server->loop_->listeners().end(),
+                  [](const UniqueFd& fd) { return !on_loopback(fd.get()); });
   if (server->loop_->unauthenticated() && reachable) {
     log(kLogWarn, "store",
         "the store on {} accepts any client that reaches it (no PROCGROUP_STORE_TOKEN): set "
@@ -228,8 +228,8 @@ void TcpStoreServer::Loop::accept_all(size_t listener) {
     // At the limit, a connection that only sits there gives its slot to this one, so real
     // ranks still get in.
     if (connections_.size() >= options_.max_connections) {
-      (void)evict_silent(fmt::format("the store is at its limit of {} connections",
-                                     options_.max_connections));
+      (void)evict_silent(
+          fmt::format("the store is at its limit of {} connections", options_.max_connections));
     }
     if (connections_.size() >= options_.max_connections) {
       log(kLogWarn, "store", "refusing {}: already {} connections (the limit)", peer,
@@ -315,8 +315,7 @@ void TcpStoreServer::Loop::fire_timers() {
           fail(c, PG_ERR_AUTH, "no authentication answer in time");
         } else {
           fail(c, PG_ERR_TIMEOUT,
-               fmt::format("no request within {} ms of connecting",
-                           options_.auth_timeout.count()));
+               fmt::format("no request within {} ms of connecting", options_.auth_timeout.count()));
         }
         break;
       case TimerKind::kWaiter:

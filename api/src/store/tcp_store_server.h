@@ -24,7 +24,7 @@ struct TcpStoreServerOptions {
   size_t max_connections = kMaxConnections;
   size_t max_keys = kMaxStoredKeys;
   size_t max_bytes = kDefaultMaxStoreBytes;  // keys + values held + frames being received
-  Millis auth_timeout = kAuthTimeout;  // to authenticate, or (no token) to send a request
+  Millis auth_timeout = kAuthTimeout;        // to authenticate, or (no token) to send a request
   Millis stalled_frame_timeout = kStalledFrameTimeout;
 };
 

@@ -59,9 +59,9 @@ TEST(GlooRendezvous, MissingRanksAreNamedAsRanges) {
     const std::string err = take_error();
     const int64_t took = ms_since(start);
     r.expect_status(st, PG_ERR_TIMEOUT, "group_create with 2 of 6 ranks: " + err);
-    r.expect(err.find("ranks 1, 3-5 did not join the rendezvous within 1000 ms") !=
-                 std::string::npos,
-             "message: " + err);
+    r.expect(
+        err.find("ranks 1, 3-5 did not join the rendezvous within 1000 ms") != std::string::npos,
+        "message: " + err);
     r.expect(err.find("2 of 6 joined") != std::string::npos, "message: " + err);
     r.expect(took < 1500, "gave up after " + std::to_string(took) + " ms (timeout 1000 ms)");
   });

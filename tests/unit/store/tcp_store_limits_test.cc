@@ -131,7 +131,8 @@ TEST(TcpStoreLimits, OutOfDescriptorsASilentConnectionMakesWay) {
   std::vector<std::unique_ptr<RawConnection>> idle;
   for (int i = 0; i < 8; ++i) idle.push_back(std::make_unique<RawConnection>(port));
   std::this_thread::sleep_for(Millis(200));
-  auto client = TcpStoreClient::connect({.host = "127.0.0.1", .port = port, .timeout = Millis(3000)});
+  auto client =
+      TcpStoreClient::connect({.host = "127.0.0.1", .port = port, .timeout = Millis(3000)});
   ASSERT_TRUE(client.ok()) << client.status().to_string();
   Status set = (*client)->set("in", to_bytes("despite the flood"));
   EXPECT_TRUE(set.ok()) << set.to_string();
