@@ -30,9 +30,6 @@ class TcpStoreServer::Loop {
   void run();
   // Safe from any thread.
   void stop();
-  // For the start-up log line, before run().
-  const std::vector<UniqueFd>& listeners() const { return listeners_; }
-  bool unauthenticated() const { return options_.token.empty(); }
 
  private:
   enum class TimerKind : uint8_t { kAuth, kWaiter, kStall, kLinger, kResumeAccept };

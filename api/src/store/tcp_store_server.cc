@@ -100,6 +100,9 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(TcpStoreServerOpti
   }
   int port = 0;
   PG_ASSIGN_OR_RETURN(auto listeners, listen_on(options.host, options.port, &port));
+  const bool open_to_all = options.token.empty() &&
+                           std::any_of(listeners.begin(), listeners.end(),
+                                       [](const UniqueFd& fd) { return !on_loopback(fd.get()); });
   UniqueFd epoll(epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll.valid() || !wake.valid()) {
@@ -113,10 +116,7 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(TcpStoreServerOpti
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] { loop->run(); });
   log(kLogInfo, "store", "serving on {}", host_port(server->host_, port));
-  const bool reachable =
-      std::any_of(server->loop_->listeners().begin(), server->loop_->listeners().end(),
-                  [](const UniqueFd& fd) { return !on_loopback(fd.get()); });
-  if (server->loop_->unauthenticated() && reachable) {
+  if (open_to_all) {
     log(kLogWarn, "store",
         "the store on {} accepts any client that reaches it (no PROCGROUP_STORE_TOKEN): set "
         "the same PROCGROUP_STORE_TOKEN on every rank to require it",

@@ -1,8 +1,11 @@
 // The TCP server's resource limits, with a token or without: a connection that sends nothing
 // is closed after a timeout, at the connection limit such connections make way for real
 // clients, and the bytes the store holds are capped (PROCGROUP_STORE_MAX_BYTES).
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -192,6 +195,48 @@ TEST(TcpStoreLimits, ProcgroupStoreMaxBytesSetsTheCap) {
     EXPECT_THAT(refused.status().message(), HasSubstr("PROCGROUP_STORE_MAX_BYTES"));
   }
   ::unsetenv("PROCGROUP_STORE_MAX_BYTES");
+}
+
+// An IPv4 address of this host other than loopback; "" if it has none.
+std::string non_loopback_ipv4() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr addr = reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr;
+    if ((ntohl(addr.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (inet_ntop(AF_INET, &addr, text, sizeof text) != nullptr) found = text;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+TEST(TcpStoreLimits, AStoreOpenToTheNetworkWithoutATokenSaysSoOnce) {
+  const std::string address = non_loopback_ipv4();
+  if (address.empty()) GTEST_SKIP() << "no address but loopback here";
+  const std::string warning = "accepts any client that reaches it (no PROCGROUP_STORE_TOKEN)";
+  struct Case {
+    std::string host, token;
+    int warnings;
+  };
+  for (const Case& c : {Case{address, "", 1}, Case{"127.0.0.1", "", 0}, Case{address, "t", 0}}) {
+    ::testing::internal::CaptureStderr();
+    {
+      auto server = TcpStoreServer::start({.host = c.host, .port = 0, .token = c.token});
+      EXPECT_TRUE(server.ok()) << server.status().to_string();
+    }
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    int count = 0;
+    for (size_t at = logged.find(warning); at != std::string::npos;
+         at = logged.find(warning, at + 1)) {
+      ++count;
+    }
+    EXPECT_EQ(count, c.warnings) << c.host << (c.token.empty() ? " without" : " with")
+                                 << " a token:\n"
+                                 << logged;
+  }
 }
 
 }  // namespace
