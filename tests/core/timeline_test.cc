@@ -179,6 +179,16 @@ TEST(LogSettings, UnknownLogLevelIsAConfigError) {
   unsetenv("PROCGROUP_LOG_LEVEL");
 }
 
+TEST(LogSettings, AHugeLogLevelIsQuotedCutShort) {
+  const std::string value(100000, 'x');
+  setenv("PROCGROUP_LOG_LEVEL", value.c_str(), 1);
+  EXPECT_EQ(create_alone(), PG_ERR_CONFIG);
+  const std::string message = pg_last_error();
+  EXPECT_LT(message.size(), 1000u) << message.size();
+  EXPECT_NE(message.find("(100000 bytes) is not one of"), std::string::npos) << message;
+  unsetenv("PROCGROUP_LOG_LEVEL");
+}
+
 TEST(LogSettings, DebugSettingIsCaseInsensitiveToo) {
   setenv("PROCGROUP_DEBUG", "DETAIL", 1);
   EXPECT_EQ(create_alone(), PG_OK) << pg_last_error();

@@ -409,7 +409,8 @@ Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
   // The log reads it once for itself (log.cc); an unknown value is caught here, as above.
   if (auto level = env.text("PROCGROUP_LOG_LEVEL"); level && !parse_log_level(*level))
     return make_error(PG_ERR_CONFIG,
-                      "PROCGROUP_LOG_LEVEL='{}' is not one of: error, warn, info, debug", *level);
+                      "PROCGROUP_LOG_LEVEL={} is not one of: error, warn, info, debug",
+                      shown(*level));
   config.trace_dir = env.text("PROCGROUP_TRACE_DIR").value_or("");
   config.timeline_path = env.text("PROCGROUP_TIMELINE").value_or("");
   return config;
