@@ -33,8 +33,8 @@ TEST(HangReportRanks, ManyMissingRanksAreNamedAsABoundedListWithACount) {
         }
         EXPECT_EQ(pg_allreduce(g, nullptr, &b, nullptr, nullptr), PG_ERR_TIMEOUT);
         const std::string message = pg_last_error();
-        EXPECT_TRUE(std::regex_search(
-            message, std::regex("not heard from: " + kBoundedList + " \\(stuck, stopped or gone\\)")))
+        EXPECT_TRUE(std::regex_search(message, std::regex("not heard from: " + kBoundedList +
+                                                          " \\(stuck, stopped or gone\\)")))
             << message;
         EXPECT_EQ(message.find("different counts"), std::string::npos) << message;
       },

@@ -60,8 +60,8 @@ TEST_F(PluginStatus, PendingFromGroupCreateIsABackendError) {
   setenv("PGTEST_PROBE_CREATE_STATUS", "1", 1);  // PG_PENDING
   EXPECT_EQ(create(), PG_ERR_BACKEND);
   EXPECT_EQ(group_, nullptr);
-  expect_names(pg_last_error(),
-               {"'status_probe' returned PG_PENDING from group_create", "only work_test and work_wait may return it"});
+  expect_names(pg_last_error(), {"'status_probe' returned PG_PENDING from group_create",
+                                 "only work_test and work_wait may return it"});
 }
 
 TEST_F(PluginStatus, AnUnknownValueFromWorkWaitFailsAndAbortsTheGroup) {

@@ -26,8 +26,8 @@ uint32_t HandleTable<T>::take_slot() {
   while (static_cast<uint32_t>(head) != 0) {
     const uint32_t index = static_cast<uint32_t>(head) - 1;
     // Slots are never freed, so reading a stale next_free is safe; the tag defeats ABA.
-    const uint64_t next = ((head >> 32) + 1) << 32 |
-                          slot(index)->next_free.load(std::memory_order_relaxed);
+    const uint64_t next =
+        ((head >> 32) + 1) << 32 | slot(index)->next_free.load(std::memory_order_relaxed);
     if (free_head_.compare_exchange_weak(head, next, std::memory_order_acquire,
                                          std::memory_order_acquire))
       return index;
@@ -52,8 +52,7 @@ void HandleTable<T>::give_back(uint32_t index) {
   do {
     slot(index)->next_free.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
   } while (!free_head_.compare_exchange_weak(head, ((head >> 32) + 1) << 32 | (index + 1),
-                                             std::memory_order_release,
-                                             std::memory_order_relaxed));
+                                             std::memory_order_release, std::memory_order_relaxed));
 }
 
 template <class T>
@@ -81,8 +80,7 @@ std::shared_ptr<T> HandleTable<T>::erase(uint64_t handle) {
   Slot* s = slot(index_of(handle));
   uint32_t generation = generation_of(handle);
   if (s == nullptr || (generation & 1u) == 0 ||
-      !s->generation.compare_exchange_strong(generation, generation + 1,
-                                             std::memory_order_acq_rel))
+      !s->generation.compare_exchange_strong(generation, generation + 1, std::memory_order_acq_rel))
     return nullptr;
   std::shared_ptr<T> value = std::move(s->value);
   give_back(index_of(handle));
@@ -121,8 +119,7 @@ Result<GroupState*> lookup_group(pg_group_t handle, const char* function, const 
 }
 
 Result<WorkState*> lookup_work(pg_work_t handle, const char* function) {
-  if (handle == nullptr)
-    return make_error(PG_ERR_INVALID_ARGUMENT, "{}: work is NULL", function);
+  if (handle == nullptr) return make_error(PG_ERR_INVALID_ARGUMENT, "{}: work is NULL", function);
   WorkState* work = work_handles().find(reinterpret_cast<uint64_t>(handle));
   if (work == nullptr) return stale_handle(function, "work", "work", "released");
   return work;

@@ -51,9 +51,9 @@ class HandleTable {
   void give_back(uint32_t index);
 
   std::atomic<Slot*> chunks_[kMaxChunks] = {};
-  std::atomic<uint32_t> used_{0};          // slots ever handed out
-  std::atomic<uint64_t> free_head_{0};     // (ABA tag << 32) | (slot index + 1)
-  std::mutex grow_mutex_;                  // only when a new chunk is needed
+  std::atomic<uint32_t> used_{0};       // slots ever handed out
+  std::atomic<uint64_t> free_head_{0};  // (ABA tag << 32) | (slot index + 1)
+  std::mutex grow_mutex_;               // only when a new chunk is needed
 };
 
 // The process's tables: never destroyed, so a handle used during exit still finds them.

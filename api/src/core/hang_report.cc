@@ -105,11 +105,12 @@ std::string summarize(const HangContext& c, const std::map<int, std::string>& st
   std::vector<std::string> parts;
   for (auto& [label, ranks] : waiting) {
     if (parts.size() == kShownPlaces) {
-      parts.push_back(fmt::format("other ranks in {} more operations", waiting.size() - kShownPlaces));
+      parts.push_back(
+          fmt::format("other ranks in {} more operations", waiting.size() - kShownPlaces));
       break;
     }
-    parts.push_back(fmt::format("{} {} in {}", rank_list(ranks), ranks.size() > 1 ? "are" : "is",
-                                label));
+    parts.push_back(
+        fmt::format("{} {} in {}", rank_list(ranks), ranks.size() > 1 ? "are" : "is", label));
   }
   if (!idle.empty()) parts.push_back(fmt::format("{} not inside a collective", rank_list(idle)));
   if (!silent.empty()) {
@@ -133,7 +134,8 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
       silent.push_back(r);
     } else if (it->second != mine) {
       const std::string& s = it->second;
-      same_seq_other_call = same_seq_other_call || (!seq_of(s).empty() && seq_of(s) == seq_of(mine));
+      same_seq_other_call =
+          same_seq_other_call || (!seq_of(s).empty() && seq_of(s) == seq_of(mine));
       elsewhere[s.rfind("in ", 0) == 0 ? "in " + s.substr(s.find(' ', 3) + 1)
                                        : "not inside a collective"]
           .push_back(r);
@@ -145,7 +147,8 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
   size_t shown = 0;
   for (auto& [where, ranks] : elsewhere) {
     if (shown++ == kShownPlaces) {
-      parts.push_back(fmt::format("other ranks in {} more places", elsewhere.size() - kShownPlaces));
+      parts.push_back(
+          fmt::format("other ranks in {} more places", elsewhere.size() - kShownPlaces));
       break;
     }
     parts.push_back(fmt::format("{} {}", rank_list(ranks), where));
@@ -153,8 +156,9 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
   // Only when some rank is at this operation number with other arguments: a rank that did
   // not arrive is no sign of different counts.
   if (same_seq_other_call)
-    parts.push_back("ranks that pass different counts, dtypes, roots or reduce ops to the same "
-                    "operation never match; PROCGROUP_DEBUG=detail names the rank that differs");
+    parts.push_back(
+        "ranks that pass different counts, dtypes, roots or reduce ops to the same "
+        "operation never match; PROCGROUP_DEBUG=detail names the rank that differs");
   return join(parts);
 }
 
@@ -204,8 +208,8 @@ std::string rank_list(const std::vector<int>& r) {
 }
 
 HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
-  std::string trace = fmt::format("group '{}' rank {} of {}: the last operations:\n{}",
-                                  c.group_id, c.rank, c.size, recorder.format());
+  std::string trace = fmt::format("group '{}' rank {} of {}: the last operations:\n{}", c.group_id,
+                                  c.rank, c.size, recorder.format());
   log_line(kLogError, "hang", trace);
   write_trace_file(c, trace);
   if (c.size <= 1 || (!c.user_store && c.store.url.rfind("memory:", 0) == 0)) return {};
@@ -225,8 +229,9 @@ HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
   const std::string mine = encode_state(recorder.progress());
   const std::string report = fmt::format("{} {}", c.rank, mine);
   auto slot = (*store)->add(count_key(c), 1);
-  Status published = slot.ok() ? (*store)->set(slot_key(c, *slot), Bytes(report.begin(), report.end()))
-                               : slot.status();
+  Status published = slot.ok()
+                         ? (*store)->set(slot_key(c, *slot), Bytes(report.begin(), report.end()))
+                         : slot.status();
   if (!published.ok()) {
     log(kLogWarn, "hang", "no summary: {}", published.to_string());
     return {};
