@@ -131,13 +131,22 @@ Status UcxGroup::fetch_address(int peer, std::string* address) {
     *address = addresses_[peer];
     return {};
   }
+  // A lazy connect runs inside operations (and holds the group's mutex): wait no longer
+  // than the soonest of them has left.
+  auto wait = timeout_;
+  const auto now = Clock::now();
+  for (const Op* op = ops_; op != nullptr; op = op->next) {
+    wait = std::min(
+        wait, std::max(std::chrono::milliseconds(1),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(op->deadline - now)));
+  }
   void* value = nullptr;
   uint64_t length = 0;
   const pg_status_t st =
-      store_->get(store_->ctx, address_key(peer).c_str(), timeout_.count(), &value, &length);
+      store_->get(store_->ctx, address_key(peer).c_str(), wait.count(), &value, &length);
   if (st != PG_OK) {
     return store_failure(st, "reading rank " + std::to_string(peer) + "'s UCX address",
-                         "rank " + std::to_string(peer) + " never published its UCX address");
+                         "rank " + std::to_string(peer) + " never published its UCX address", wait);
   }
   addresses_[peer].assign(static_cast<const char*>(value), length);
   store_->free_value(store_->ctx, value);

@@ -114,7 +114,9 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   // ucx_peers.cc
   // A store call failed: the status as it came, and a message that blames the right one
   // (a timeout: `missing`, the peer's key never appeared; else the store on rank 0).
-  Status store_failure(pg_status_t st, const std::string& doing, const std::string& missing) const;
+  // waited: how long a missing key was waited for (0: the group timeout).
+  Status store_failure(pg_status_t st, const std::string& doing, const std::string& missing,
+                       std::chrono::milliseconds waited = {}) const;
   Status discover_hosts();
   Status read_host(int peer);
   void watch_if_local(int peer);

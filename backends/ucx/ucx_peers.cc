@@ -43,13 +43,14 @@ constexpr auto kGoodbyeGrace = std::chrono::milliseconds(200);
 
 }  // namespace
 
-Status UcxGroup::store_failure(pg_status_t st, const std::string& doing,
-                               const std::string& missing) const {
+Status UcxGroup::store_failure(pg_status_t st, const std::string& doing, const std::string& missing,
+                               std::chrono::milliseconds waited) const {
   // A key that never appeared is the peer's fault; any other failure is the store's, which
   // rank 0 hosts: blaming the peer whose key we wanted would send the user the wrong way.
   if (st == PG_ERR_TIMEOUT && !missing.empty()) {
-    return Status::error(st, missing + " within " + std::to_string(timeout_.count()) +
-                                 " ms (not started, stuck, or dead)");
+    const auto ms = waited.count() > 0 ? waited.count() : timeout_.count();
+    return Status::error(
+        st, missing + " within " + std::to_string(ms) + " ms (not started, stuck, or dead)");
   }
   const std::string store = "the store at " + master_addr_ + " (hosted by rank 0)";
   std::string why;
