@@ -153,6 +153,16 @@ pg_status_t work_wait(pg_backend_work_t work, int64_t timeout_ms) {
   });
 }
 
+pg_status_t work_on_complete(pg_backend_work_t work, pg_backend_work_done_fn done, void* user) {
+  return guarded("work_on_complete", [&]() -> Status {
+    if (work == nullptr || done == nullptr) return bad("work_on_complete: work and done must not be NULL");
+    if (!work->work->notify_on_complete(done, user)) {
+      return bad("work_on_complete: a completion notice was asked for this work already");
+    }
+    return {};
+  });
+}
+
 void work_release(pg_backend_work_t work) {
   // Dropping the handle's reference: a pending work goes on in the group's queues.
   (void)guarded("work_release", [&]() -> Status {
@@ -203,6 +213,7 @@ const pg_backend_ops_t kOps = {
     &op_entry<PG_OP_SEND>,
     &op_entry<PG_OP_RECV>,
     nullptr,  // group_split: the core makes subgroups with group_create
+    &work_on_complete,
 };
 
 }  // namespace

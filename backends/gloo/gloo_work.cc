@@ -21,14 +21,34 @@ std::string Work::label() const {
 }
 
 bool Work::complete(pg_status_t status, std::string message) {
+  pg_backend_work_done_fn done_fn;
+  void* done_user;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return false;
     done_ = true;
     status_ = status;
     message_ = std::move(message);
+    done_fn = std::exchange(done_fn_, nullptr);
+    done_user = done_user_;
   }
   cv_.notify_all();
+  if (done_fn != nullptr) done_fn(done_user);  // the core tests the work: lock released
+  return true;
+}
+
+bool Work::notify_on_complete(pg_backend_work_done_fn done, void* user) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (notice_asked_) return false;
+    notice_asked_ = true;
+    if (!done_) {
+      done_fn_ = done;
+      done_user_ = user;
+      return true;
+    }
+  }
+  done(user);
   return true;
 }
 

@@ -42,6 +42,9 @@ class Work {
   // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (every
   // work ends by then: the group enforces the deadline).
   pg_status_t wait(int64_t timeout_ms, std::string* message) const;
+  // Calls done(user) once when the work completes, on the completing thread (here if it
+  // has already), outside the work's lock. false if a notice was asked for already.
+  bool notify_on_complete(pg_backend_work_done_fn done, void* user);
 
   // A posted send/recv, owned by the thread that waits on it.
   std::unique_ptr<P2pTransfer> p2p;
@@ -55,6 +58,9 @@ class Work {
   bool done_ = false;
   pg_status_t status_ = PG_PENDING;
   std::string message_;
+  pg_backend_work_done_fn done_fn_ = nullptr;
+  void* done_user_ = nullptr;
+  bool notice_asked_ = false;
 };
 
 }  // namespace procgroup::gloo_backend

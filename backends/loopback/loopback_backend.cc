@@ -170,6 +170,7 @@ constexpr pg_backend_ops_t kOps = {
     &submit<PG_OP_RECV>,
     // loopback_p2p leaves it out, so its subgroups keep taking the core's group_create path.
     kP2pOnly ? nullptr : &group_split,
+    nullptr,  // work_on_complete: the core waits for works on its own thread
 };
 
 constexpr uint32_t kP2pOps = 1u << PG_OP_SEND | 1u << PG_OP_RECV;

@@ -206,6 +206,7 @@ const pg_backend_ops_t kOps = {
     &op_entry<PG_OP_SEND>,
     &op_entry<PG_OP_RECV>,
     &group_split,
+    nullptr,  // work_on_complete: completion is a CUDA event, found by polling
 };
 
 }  // namespace

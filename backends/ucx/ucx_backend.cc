@@ -185,6 +185,7 @@ const pg_backend_ops_t kOps = {
     &op_entry<PG_OP_SEND>,
     &op_entry<PG_OP_RECV>,
     nullptr,  // group_split: the core makes subgroups with group_create
+    nullptr,  // work_on_complete: works progress in the waiter, so the core waits for them
 };
 
 const char* description() {

@@ -122,11 +122,12 @@ static_assert(offsetof(pg_backend_op_t, input) == 48, "pg_backend_op_t.input");
 static_assert(offsetof(pg_backend_op_t, output) == 88, "pg_backend_op_t.output");
 
 /* pg_backend_ops_t: the table is indexed by these offsets, so every entry is pinned. It
- * grew by appending group_split (optional, sized by struct_size); version 1's 144 bytes
- * stay the minimum. */
-static_assert(sizeof(pg_backend_ops_t) == 152, "pg_backend_ops_t size");
+ * grew by appending group_split, then work_on_complete (both optional, sized by
+ * struct_size); version 1's 144 bytes stay the minimum. */
+static_assert(sizeof(pg_backend_ops_t) == 160, "pg_backend_ops_t size");
 static_assert(PG_BACKEND_OPS_V1_SIZE == 144, "PG_BACKEND_OPS_V1_SIZE");
 static_assert(PG_BACKEND_OPS_SPLIT_SIZE == 152, "PG_BACKEND_OPS_SPLIT_SIZE");
+static_assert(PG_BACKEND_OPS_ON_COMPLETE_SIZE == 160, "PG_BACKEND_OPS_ON_COMPLETE_SIZE");
 static_assert(offsetof(pg_backend_ops_t, struct_size) == 0, "ops.struct_size");
 static_assert(offsetof(pg_backend_ops_t, reserved0) == 4, "ops.reserved0");
 static_assert(offsetof(pg_backend_ops_t, group_create) == 8, "ops.group_create");
@@ -147,6 +148,7 @@ static_assert(offsetof(pg_backend_ops_t, barrier) == 120, "ops.barrier");
 static_assert(offsetof(pg_backend_ops_t, send) == 128, "ops.send");
 static_assert(offsetof(pg_backend_ops_t, recv) == 136, "ops.recv");
 static_assert(offsetof(pg_backend_ops_t, group_split) == 144, "ops.group_split");
+static_assert(offsetof(pg_backend_ops_t, work_on_complete) == 152, "ops.work_on_complete");
 
 /* pg_backend_negotiate_in_t / _out_t */
 static_assert(sizeof(pg_backend_negotiate_in_t) == 24, "negotiate_in size");

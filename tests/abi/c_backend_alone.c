@@ -44,10 +44,12 @@ int abi_c_backend_alone(void) {
                                 NULL,
                                 c_send,
                                 c_send,
+                                NULL,
                                 NULL};
   pg_backend_negotiate_fn negotiate = NULL;
   CHECK(ops.struct_size >= PG_BACKEND_OPS_V1_SIZE);
   CHECK(ops.struct_size >= PG_BACKEND_OPS_SPLIT_SIZE && ops.group_split == NULL);
+  CHECK(ops.struct_size >= PG_BACKEND_OPS_ON_COMPLETE_SIZE && ops.work_on_complete == NULL);
   CHECK(ops.send == c_send && ops.recv == c_send);
   CHECK(PG_SPLIT_NO_COLOR == -1);
   CHECK(negotiate == NULL);

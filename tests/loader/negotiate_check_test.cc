@@ -147,6 +147,23 @@ TEST_F(LoaderNegotiateCheck, SplitEntryIsTakenOnlyFromATableThatHoldsIt) {
   EXPECT_EQ(r->group_split, nullptr);
 }
 
+pg_status_t fake_on_complete(pg_backend_work_t, pg_backend_work_done_fn, void*) { return PG_OK; }
+
+TEST_F(LoaderNegotiateCheck, OnCompleteEntryIsTakenOnlyFromATableThatHoldsIt) {
+  ops_.work_on_complete = fake_on_complete;
+  for (uint32_t size : {uint32_t{PG_BACKEND_OPS_SPLIT_SIZE},
+                        uint32_t{PG_BACKEND_OPS_ON_COMPLETE_SIZE - 1}}) {
+    ops_.struct_size = size;
+    Result<NegotiatedBackend> r = check();
+    ASSERT_TRUE(r.ok()) << size << ": " << r.status().to_string();
+    EXPECT_EQ(r->work_on_complete, nullptr) << size;
+  }
+  ops_.struct_size = PG_BACKEND_OPS_ON_COMPLETE_SIZE;
+  Result<NegotiatedBackend> r = check();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->work_on_complete, &fake_on_complete);
+}
+
 TEST_F(LoaderNegotiateCheck, EachRequiredEntryIsChecked) {
   const std::pair<const char*, void (*)(pg_backend_ops_t&)> cases[] = {
       {"group_create", [](pg_backend_ops_t& o) { o.group_create = nullptr; }},

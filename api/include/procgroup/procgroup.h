@@ -338,6 +338,16 @@ PG_API pg_status_t pg_work_test(pg_work_t work);
 PG_API pg_status_t pg_work_wait(pg_work_t work, int64_t timeout_ms);
 /* Frees the handle; a pending work is detached and still completes. NULL is ignored. */
 PG_API pg_status_t pg_work_release(pg_work_t work);
+/* Completion callback (pg_work_on_complete): status is the work's final status, as
+ * pg_work_wait would return it; inside fn, pg_last_error() gives a failure's message. */
+typedef void (*pg_work_callback_t)(pg_status_t status, void* user);
+/* Calls fn(status, user) once when the work completes: on a thread of the library or its
+ * backend (the one that completed the work), or on this thread before returning if it has
+ * completed already. A work still pending at the group timeout fails with PG_ERR_TIMEOUT
+ * as it would in pg_work_wait, and fn gets that. fn should be quick and must not block or
+ * wait for works; it runs even if the handle was released first. One callback per work:
+ * a second call is PG_ERR_INVALID_ARGUMENT. */
+PG_API pg_status_t pg_work_on_complete(pg_work_t work, pg_work_callback_t fn, void* user);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -223,6 +223,17 @@ typedef pg_status_t (*pg_backend_split_fn)(pg_backend_group_t parent, int32_t co
                                            const pg_backend_group_config_t* config,
                                            pg_backend_group_t* out);
 
+/* Completion notice for work_on_complete: user is what the core passed. */
+typedef void (*pg_backend_work_done_fn)(void* user);
+/* Asks the backend to call done(user) exactly once when work completes (successfully or
+ * not, aborted included): from any thread, or before returning if the work has completed
+ * already. done may call work_test on the work (it must then report the final status), so
+ * call it without holding a lock that work_test takes. The core calls this at most once
+ * per work and does not release the work before done has run. Without this entry the core
+ * waits for works on a thread of its own when the user asks for a completion callback. */
+typedef pg_status_t (*pg_backend_on_complete_fn)(pg_backend_work_t work,
+                                                 pg_backend_work_done_fn done, void* user);
+
 typedef struct pg_backend_ops {
   uint32_t struct_size;
   uint32_t reserved0;
@@ -251,6 +262,9 @@ typedef struct pg_backend_ops {
   /* Optional, appended to version 1 (see pg_backend_split_fn): absent from a table shorter
    * than PG_BACKEND_OPS_SPLIT_SIZE, or NULL. */
   pg_backend_split_fn group_split;
+  /* Optional, appended to version 1 (see pg_backend_on_complete_fn): absent from a table
+   * shorter than PG_BACKEND_OPS_ON_COMPLETE_SIZE, or NULL. */
+  pg_backend_on_complete_fn work_on_complete;
 } pg_backend_ops_t;
 
 /* Every table must reach at least this far (through recv) for interface version 1. */
@@ -258,6 +272,10 @@ typedef struct pg_backend_ops {
 /* A table at least this large has the group_split entry (which may still be NULL). */
 #define PG_BACKEND_OPS_SPLIT_SIZE \
   (offsetof(pg_backend_ops_t, group_split) + sizeof(pg_backend_split_fn))
+
+/* A table at least this large has the work_on_complete entry (which may still be NULL). */
+#define PG_BACKEND_OPS_ON_COMPLETE_SIZE \
+  (offsetof(pg_backend_ops_t, work_on_complete) + sizeof(pg_backend_on_complete_fn))
 
 /* pg_group_split's "join no subgroup" color, as in procgroup.h. */
 #ifndef PG_SPLIT_NO_COLOR

@@ -281,4 +281,15 @@ PG_API pg_status_t pg_work_release(pg_work_t work) {
   });
 }
 
+PG_API pg_status_t pg_work_on_complete(pg_work_t work, pg_work_callback_t fn, void* user) {
+  return c_guard(__func__, [&, name = __func__]() -> Status {
+    PG_ASSIGN_OR_RETURN(WorkState * state, lookup_work(work, name));
+    if (fn == nullptr) return make_error(PG_ERR_INVALID_ARGUMENT, "{}: fn is NULL", name);
+    return state->on_complete([fn, user](const Status& status) {
+      if (!status.ok()) set_last_error(status.message());  // pg_last_error() inside fn
+      fn(status.code(), user);
+    });
+  });
+}
+
 }  // extern "C"

@@ -155,7 +155,7 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
   } else if (scratch) {
     on_success = [scratch] { return ok_status(); };
   }
-  work.adopt_backend_work(p.ops, p.name, backend_work, std::move(on_success));
+  work.adopt_backend_work(p.ops, p.work_on_complete, p.name, backend_work, std::move(on_success));
   return ok_status();
 }
 

@@ -141,6 +141,7 @@ Result<PluginRef> load_file(const std::string& candidate, const pg_host_services
   owned->devices = negotiated.devices;
   owned->ops = negotiated.ops;
   owned->group_split = negotiated.group_split;
+  owned->work_on_complete = negotiated.work_on_complete;
   owned->handle = library.release();
   // If the control block cannot be allocated, shared_ptr runs the deleter itself, so the
   // handle is closed exactly once on every path.

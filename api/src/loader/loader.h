@@ -34,6 +34,8 @@ struct Plugin {
   const pg_backend_ops_t* ops = nullptr;
   // The optional split entry, NULL when the table is too short for it (never read from ops).
   pg_backend_split_fn group_split = nullptr;
+  // Likewise the optional work_on_complete entry.
+  pg_backend_on_complete_fn work_on_complete = nullptr;
   void* handle = nullptr;  // dlopen handle, owned by the registry
 };
 using PluginRef = std::shared_ptr<const Plugin>;

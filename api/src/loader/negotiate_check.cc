@@ -125,6 +125,8 @@ Result<NegotiatedBackend> check_negotiation(const pg_backend_negotiate_out_t& ou
   }
   result.ops = out.ops;
   if (ops.struct_size >= PG_BACKEND_OPS_SPLIT_SIZE) result.group_split = ops.group_split;
+  if (ops.struct_size >= PG_BACKEND_OPS_ON_COMPLETE_SIZE)
+    result.work_on_complete = ops.work_on_complete;
 
   uint32_t present_ops = 0;
   for (const NamedEntry& e : kOpEntries) {

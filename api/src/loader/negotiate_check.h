@@ -43,6 +43,8 @@ struct NegotiatedBackend {
   // ops->group_split when the table reaches PG_BACKEND_OPS_SPLIT_SIZE, else NULL: the core
   // takes it from here, so nothing reads past a shorter (version-1) table.
   pg_backend_split_fn group_split = nullptr;
+  // Likewise ops->work_on_complete (PG_BACKEND_OPS_ON_COMPLETE_SIZE).
+  pg_backend_on_complete_fn work_on_complete = nullptr;
   // One line per adjustment (bits masked off), for the caller to log.
   std::vector<std::string> warnings;
 };
@@ -60,8 +62,8 @@ std::string printable(std::string_view text);
 // PG_ERR_ABI_MISMATCH); group_create, group_destroy, group_abort, work_test, work_wait
 // and work_release non-NULL; send and recv both present, or every collective present
 // (else the core could not emulate what is missing). Other failures: PG_ERR_BACKEND.
-// Tables of PG_BACKEND_OPS_V1_SIZE and longer are accepted; the optional group_split is
-// read only when struct_size covers it.
+// Tables of PG_BACKEND_OPS_V1_SIZE and longer are accepted; the optional group_split and
+// work_on_complete are read only when struct_size covers them.
 // The message is the reason alone; the caller adds the file name.
 Result<NegotiatedBackend> check_negotiation(const pg_backend_negotiate_out_t& out,
                                             uint32_t min_version, uint32_t max_version);
