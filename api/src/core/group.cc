@@ -102,7 +102,7 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
                                            config.rank, config.size));
   Members members{config.rank, config.size, config.local_rank, config.local_size};
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store,
-                          std::move(timeline)};
+                          std::move(timeline), config.timeout_source};
   std::shared_ptr<GroupState> group(
       new GroupState(group_id, members, config.timeout, std::move(plugin), store, !user_store,
                      std::move(diagnostics), BackendHints{config.master_addr, config.device_type}));
@@ -208,11 +208,18 @@ void GroupState::abort(const Status& reason) {
 }
 
 Status GroupState::describe_timeout(const OpLabel& label) const {
+  // Name the setting that gave the timeout: the operation's own, else the group's.
+  const int64_t op_timeout = label.args.options.timeout_ms;
+  const std::string which =
+      op_timeout > 0 ? fmt::format("its timeout of {} ms (pg_op_options_t.timeout_ms)", op_timeout)
+                     : fmt::format("the group timeout of {} ms (from {})", timeout_.count(),
+                                   diagnostics_.timeout_source.empty()
+                                       ? "pg_group_options_t.timeout_ms or PROCGROUP_TIMEOUT"
+                                       : diagnostics_.timeout_source);
   return make_error(PG_ERR_TIMEOUT,
-                    "{} on group '{}' (rank {} of {}) did not complete within the group timeout "
-                    "of {} ms; some rank did not join it or is stuck (set PROCGROUP_TIMEOUT to "
-                    "change the timeout); the group is aborted",
-                    label.to_string(), id_, members_.rank, members_.size, timeout_.count());
+                    "{} on group '{}' (rank {} of {}) did not complete within {}; some rank did "
+                    "not join it or is stuck; the group is aborted",
+                    label.to_string(), id_, members_.rank, members_.size, which);
 }
 
 void GroupState::track(const std::shared_ptr<WorkState>& work, bool native) {

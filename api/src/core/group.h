@@ -47,6 +47,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
     StoreConfig store;          // for the hang report's own store connection
     std::shared_ptr<Store> user_store;  // the caller's store: the hang report uses it instead
     std::shared_ptr<Timeline> timeline;  // PROCGROUP_TIMELINE; null when off
+    std::string timeout_source;  // where the group timeout came from (GroupConfig)
   };
 
   // The world group of a job (pg_group_create). With user_store (pg_group_create_with_store)

@@ -393,6 +393,9 @@ Result<GroupConfig> resolve_group_config(const pg_group_options_t* options,
                              : fmt::format("tcp://{}:{}", config.master_addr, config.master_port);
   }
   PG_ASSIGN_OR_RETURN(config.timeout, timeout_from(o, env));
+  config.timeout_source = o.timeout_ms > 0                    ? "pg_group_options_t.timeout_ms"
+                          : env.get("PROCGROUP_TIMEOUT") ? "PROCGROUP_TIMEOUT"
+                                                               : "the default; PROCGROUP_TIMEOUT";
   if (o.device_type < 0 || o.device_type >= PG_DEVICE_COUNT_) {
     return make_error(PG_ERR_INVALID_ARGUMENT, "options->device_type {} is not a pg_device_type_t",
                       o.device_type);

@@ -42,6 +42,7 @@ struct GroupConfig {
   std::string backend;         // as given (name or path); empty: the caller picks the default
   std::string store_token;
   Millis timeout{300000};
+  std::string timeout_source;  // for messages: which setting gave the timeout
   int device_type = -1;        // -1: no hint
   std::string name = "world";
   std::string launcher;        // "options", "torchrun", "slurm" or "openmpi": where rank came from
