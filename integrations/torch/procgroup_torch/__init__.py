@@ -7,6 +7,8 @@ PROCGROUP_BACKEND picks the plugin (ucx, gloo, nccl, loopback or a path to a .so
 world size, timeout and the rendezvous store are torch's. CPU tensors go to that plugin
 (gloo when it names nccl), CUDA tensors to nccl unless PROCGROUP_BACKEND names another.
 """
+import inspect
+
 import torch
 import torch.distributed as dist
 
@@ -45,4 +47,8 @@ def plugin(group=None):
 
 
 if BACKEND_NAME.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True)
+    # torch >= 2.1 asks which devices a backend serves (one object serves both here).
+    _devices = ({"devices": ["cpu", "cuda"]}
+                if "devices" in inspect.signature(dist.Backend.register_backend).parameters
+                else {})
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, **_devices)

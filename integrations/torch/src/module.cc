@@ -19,8 +19,8 @@ PYBIND11_MODULE(_C, m) {
       m, "ProcessGroupProcgroup")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks) {
-             return c10::make_intrusive<ProcessGroupProcgroup>(store, rank, size, timeout,
-                                                               std::move(global_ranks));
+             return ProcessGroupProcgroup::create(store, rank, size, timeout,
+                                                  std::move(global_ranks));
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("global_ranks") = std::vector<int64_t>{},

@@ -67,18 +67,25 @@ int64_t equal_split_rows(const at::Tensor& t, const std::vector<int64_t>& splits
 
 }  // namespace
 
-ProcessGroupProcgroup::ProcessGroupProcgroup(const c10::intrusive_ptr<c10d::Store>& store,
-                                             int rank, int size, std::chrono::milliseconds timeout,
-                                             std::vector<int64_t> global_ranks)
-    : TorchBackendBase(rank, size),
-      store_(store),
-      timeout_(timeout),
-      completer_(std::make_shared<Completer>()) {
+c10::intrusive_ptr<ProcessGroupProcgroup> ProcessGroupProcgroup::create(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks) {
   TORCH_CHECK(global_ranks.empty() || static_cast<int>(global_ranks.size()) == size,
               "procgroup: ", global_ranks.size(), " global ranks for a group of ", size);
-  local_placement(rank, size, global_ranks, &local_rank_, &local_size_);
-  cpu_group_ = create_group(false, -1);
+  Parts parts;
+  parts.store = std::make_unique<TorchStore>(store);
+  parts.timeout = timeout;
+  local_placement(rank, size, global_ranks, &parts.local_rank, &parts.local_size);
+  parts.completer = std::make_shared<Completer>();
+  parts.cpu_group = create_group(parts, rank, size, false, -1);
+  return c10::make_intrusive<ProcessGroupProcgroup>(rank, size, std::move(parts));
 }
+
+ProcessGroupProcgroup::ProcessGroupProcgroup(int rank, int size, Parts parts) noexcept
+    : TorchBackendBase(rank, size),
+      parts_(std::move(parts)),
+      cpu_group_(parts_.cpu_group),
+      completer_(parts_.completer) {}
 
 ProcessGroupProcgroup::~ProcessGroupProcgroup() {
   // Python's garbage collector destroys us holding the GIL, while the completer may need it
@@ -92,14 +99,15 @@ ProcessGroupProcgroup::~ProcessGroupProcgroup() {
   if (python != nullptr) PyEval_RestoreThread(python);
 }
 
-pg_group_t ProcessGroupProcgroup::create_group(bool cuda, int device_index) {
+pg_group_t ProcessGroupProcgroup::create_group(const Parts& parts, int rank, int size, bool cuda,
+                                               int device_index) {
   const std::string chosen = env_text("PROCGROUP_BACKEND");
   pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
-  o.rank = getRank();
-  o.size = getSize();
-  o.local_rank = local_rank_;
-  o.local_size = local_size_;
-  o.timeout_ms = timeout_.count() > 0 ? timeout_.count() : 0;
+  o.rank = rank;
+  o.size = size;
+  o.local_rank = parts.local_rank;
+  o.local_size = parts.local_size;
+  o.timeout_ms = parts.timeout.count() > 0 ? parts.timeout.count() : 0;
   o.device_type = cuda ? PG_DEVICE_CUDA : PG_DEVICE_CPU;
   o.name = cuda ? "torch-cuda" : "torch-cpu";
   // CPU tensors never go to nccl: with PROCGROUP_BACKEND=nccl they take the CPU default.
@@ -107,12 +115,12 @@ pg_group_t ProcessGroupProcgroup::create_group(bool cuda, int device_index) {
   if (cuda) {
     // The nccl plugin serves the device named by the local rank.
     o.local_rank = device_index;
-    o.local_size = std::max(local_size_, device_index + 1);
+    o.local_size = std::max(parts.local_size, device_index + 1);
   }
   pg_group_t group = nullptr;
-  pg_status_t status = pg_group_create_with_store(&o, store_.c_store(), &group);
+  pg_status_t status = pg_group_create_with_store(&o, parts.store->c_store(), &group);
   TORCH_CHECK(status == PG_OK, "procgroup: creating the ", cuda ? "CUDA" : "CPU",
-              " group (rank ", getRank(), " of ", getSize(), ", PROCGROUP_BACKEND=",
+              " group (rank ", rank, " of ", size, ", PROCGROUP_BACKEND=",
               chosen.empty() ? "unset" : chosen, ") failed: ", pg_status_name(status), ": ",
               pg_last_error());
   return group;
@@ -128,7 +136,7 @@ pg_group_t ProcessGroupProcgroup::group_for(const at::Device& device) {
   if (!device.is_cuda()) return cpu_group_;
   std::lock_guard lock(cuda_mutex_);
   if (cuda_group_ == nullptr) {
-    cuda_group_ = create_group(true, device.index());
+    cuda_group_ = create_group(parts_, getRank(), getSize(), true, device.index());
     cuda_device_ = device.index();
   }
   TORCH_CHECK(device.index() == cuda_device_, "procgroup: this process group runs on cuda:",
@@ -363,7 +371,7 @@ WorkPtr ProcessGroupProcgroup::point_to_point(bool is_send, std::vector<at::Tens
   TORCH_CHECK(tag >= 0 && tag < (1 << 30), "procgroup ", call, ": tag ", tag,
               " is outside 0..2^30-1");
   pg_buffer_t b = to_buffer(t, Use::kMove, call);
-  pg_op_options_t o = op_options(timeout_);
+  pg_op_options_t o = op_options(parts_.timeout);
   o.peer = peer;
   o.tag = tag;
   pg_work_t work = nullptr;

@@ -37,10 +37,24 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 class ProcessGroupProcgroup : public TorchBackendBase {
  public:
+  // What a group is made of, all created before the object: torch 2.x crashes (SIGSEGV)
+  // when the constructor of a Backend subclass throws, so the constructor never does.
+  struct Parts {
+    std::unique_ptr<TorchStore> store;  // outlives the groups made through it
+    std::chrono::milliseconds timeout{0};
+    int local_rank = 0;
+    int local_size = 1;
+    pg_group_t cpu_group = nullptr;
+    std::shared_ptr<Completer> completer;
+  };
+
   // global_ranks: the world ranks of this group's members (empty: the world group itself),
-  // used to tell which members share this host.
-  ProcessGroupProcgroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                        std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks);
+  // used to tell which members share this host. Throws c10::Error when the group cannot
+  // be made (the message says why).
+  static c10::intrusive_ptr<ProcessGroupProcgroup> create(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks);
+  ProcessGroupProcgroup(int rank, int size, Parts parts) noexcept;
   ~ProcessGroupProcgroup() override;
 
   const std::string getBackendName() const override { return "procgroup"; }
@@ -82,7 +96,9 @@ class ProcessGroupProcgroup : public TorchBackendBase {
   using Issue = pg_status_t (*)(pg_group_t, const pg_buffer_t*, const pg_buffer_t*,
                                 const pg_op_options_t*, pg_work_t*);
 
-  pg_group_t create_group(bool cuda, int device_index);
+  // Throws c10::Error naming what failed.
+  static pg_group_t create_group(const Parts& parts, int rank, int size, bool cuda,
+                                 int device_index);
   // The group serving tensors on device (creating the CUDA one at its first use).
   pg_group_t group_for(const at::Device& device);
   // Issues one procgroup op and wraps its work: see PgWork for outputs, keep, on_success.
@@ -92,10 +108,7 @@ class ProcessGroupProcgroup : public TorchBackendBase {
               std::function<void()> on_success = nullptr);
   WorkPtr point_to_point(bool send, std::vector<at::Tensor>& tensors, int peer, int tag);
 
-  TorchStore store_;
-  std::chrono::milliseconds timeout_;
-  int local_rank_ = 0;
-  int local_size_ = 1;
+  Parts parts_;
   pg_group_t cpu_group_ = nullptr;
   std::mutex cuda_mutex_;
   pg_group_t cuda_group_ = nullptr;

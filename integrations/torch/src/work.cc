@@ -1,6 +1,7 @@
 #include "work.h"
 
 #include <ATen/core/jit_type.h>
+#include <Python.h>
 
 #include <string>
 
@@ -8,8 +9,14 @@ namespace procgroup::torch_backend {
 namespace {
 
 std::string failure_text(pg_status_t status, const char* call) {
-  return std::string("procgroup ") + call + ": " + pg_status_name(status) + ": " +
-         pg_last_error();
+  std::string text = std::string("procgroup ") + call + ": " + pg_status_name(status) + ": " +
+                     pg_last_error();
+  // procgroup names its own settings (pg_group_options_t / pg_op_options_t.timeout_ms),
+  // which this extension fills from torch's.
+  if (status == PG_ERR_TIMEOUT)
+    text += " (under torch: init_process_group(timeout=...) or new_group(timeout=...) for "
+            "the group, an options object's timeout for one call)";
+  return text;
 }
 
 std::vector<c10::Device> devices_of(const std::vector<at::Tensor>& tensors) {
@@ -104,8 +111,6 @@ std::exception_ptr PgWork::exception() const {
   return error_;
 }
 
-void PgWork::wait_quietly() { settle(pg_work_wait(work_, -1)); }
-
 bool PgWork::wait(std::chrono::milliseconds timeout) {
   // torch's kNoTimeout (0): until done, bounded by the op's own timeout in procgroup.
   pg_status_t status = pg_work_wait(work_, timeout.count() > 0 ? timeout.count() : -1);
@@ -133,9 +138,31 @@ c10::intrusive_ptr<c10::ivalue::Future> PgWork::getFuture() {
       return future_;
     }
   }
-  completer_->add([self = c10::intrusive_ptr<PgWork>::reclaim_copy(this)] {
-    self->wait_quietly();
-  });
+  if (PyGILState_Check()) {
+    // Asked from Python: its `.then()` callbacks (and the last reference to its tensors)
+    // take the GIL, which must never stall the backend's own thread (gloo runs one
+    // operation at a time on it, so a GIL holder waiting for the next one would deadlock).
+    completer_->add([self = c10::intrusive_ptr<PgWork>::reclaim_copy(this)] {
+      self->settle(pg_work_wait(self->work_, -1));
+    });
+    return future_;
+  }
+  // Asked from C++ (DDP's reducer, without the GIL): completed on the thread that completes
+  // the work (the backend's own, for backends that notify), as torch's gloo does, so no
+  // thread of ours wakes up in between.
+  auto* self = new c10::intrusive_ptr<PgWork>(c10::intrusive_ptr<PgWork>::reclaim_copy(this));
+  const pg_status_t asked = pg_work_on_complete(
+      work_,
+      [](pg_status_t status, void* user) {
+        std::unique_ptr<c10::intrusive_ptr<PgWork>> work(
+            static_cast<c10::intrusive_ptr<PgWork>*>(user));
+        (*work)->settle(status);  // pg_last_error() has the failure's words here
+      },
+      self);
+  if (asked != PG_OK) {
+    delete self;
+    settle(asked);  // cannot happen for a live work; fail the future rather than hang it
+  }
   return future_;
 }
 

@@ -1,8 +1,10 @@
 // A torch Work over a procgroup work. wait() and isCompleted() ask procgroup directly (no
-// extra thread on the latency path); getFuture() hands the work to the group's completer
-// thread, which marks the future when procgroup says the work is done, so DDP's comm hooks
-// and `.then()` callbacks run without anyone calling wait(). Failures carry procgroup's
-// status name and message ("PG_ERR_PEER_LOST: ...").
+// extra thread on the latency path); getFuture() from C++ (DDP's reducer) asks procgroup
+// for a completion callback (pg_work_on_complete), which marks the future on the thread
+// that completes the work; from Python it hands the work to the group's completer thread,
+// since Python callbacks need the GIL. Either way DDP's comm hooks and `.then()` callbacks
+// run without anyone calling wait(). Failures
+// carry procgroup's status name and message ("PG_ERR_PEER_LOST: ...").
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -40,9 +42,6 @@ class PgWork : public c10d::Work {
   void synchronize() override {}  // the host waited for the device work already
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-  // The completer's wait: until done (or the group timeout), never throwing.
-  void wait_quietly();
-
  private:
   // Records procgroup's answer once; later calls keep the first.
   void settle(pg_status_t status);
@@ -59,8 +58,9 @@ class PgWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// One thread per torch group that waits, in issue order, for works whose future was asked
-// for (and completes the future) and for works dropped while pending (and frees them).
+// One thread per torch group that waits, in issue order, for works whose future Python
+// asked for (and completes the future) and for works dropped while pending (and frees them
+// and the tensors they use).
 class Completer {
  public:
   Completer();
