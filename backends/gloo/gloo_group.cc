@@ -271,9 +271,9 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
       if (!work.is_p2p()) {
         Plan plan;
         make_plan(work.op(), rank_, size_, &plan);
-        hint = "; this rank passed " + describe_arguments(work.op(), plan) +
-               " (ranks that pass different counts, dtypes, roots or reduce ops never match; "
-               "PROCGROUP_DEBUG=detail names the rank that differs)";
+        // Facts only: whether a peer passed other arguments or is simply stopped, the
+        // core's hang report finds out (and names it) from every rank's record.
+        hint = "; this rank passed " + describe_arguments(work.op(), plan);
       }
       return Status::error(PG_ERR_TIMEOUT, label + ": timed out" +
                                                (peer.empty() ? "" : " waiting for " + peer) +
