@@ -202,7 +202,7 @@ static_assert(PG_OP_ALLREDUCE == 0 && PG_OP_BROADCAST == 1 && PG_OP_REDUCE == 2 
               "pg_op_t values");
 static_assert(PG_LOG_ERROR == 0 && PG_LOG_WARN == 1 && PG_LOG_INFO == 2 && PG_LOG_DEBUG == 3,
               "PG_LOG_* values");
-static_assert(PG_ABI_VERSION_MAJOR == 1 && PG_ABI_VERSION_MINOR == 0 && PG_ABI_VERSION == 0x10000u,
+static_assert(PG_ABI_VERSION_MAJOR == 1 && PG_ABI_VERSION_MINOR == 1 && PG_ABI_VERSION == 0x10001u,
               "PG_ABI_VERSION");
 static_assert(PG_BACKEND_INTERFACE_VERSION == 1u, "PG_BACKEND_INTERFACE_VERSION");
 static_assert(PG_SPLIT_NO_COLOR == -1, "PG_SPLIT_NO_COLOR");

@@ -28,6 +28,6 @@ int abi_c_procgroup_alone(void) {
   CHECK(group_options.backend == NULL && group_options.name == NULL);
   CHECK(op_options.struct_size == sizeof(pg_op_options_t) && op_options.reduce_op == PG_REDUCE_SUM);
   CHECK(capabilities.struct_size == sizeof(pg_capabilities_t));
-  CHECK(PG_ABI_VERSION == 0x10000u);
+  CHECK(PG_ABI_VERSION == 0x10001u);  /* 1.1 */
   return failures;
 }

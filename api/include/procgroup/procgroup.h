@@ -40,9 +40,10 @@
 extern "C" {
 #endif
 
-/* ABI version of this header. Minor versions only append; a new major breaks. */
+/* ABI version of this header. Minor versions only append; a new major breaks.
+ * 1.1 appended pg_group_create_with_store, pg_work_on_complete and pg_timeline_mark. */
 #define PG_ABI_VERSION_MAJOR 1
-#define PG_ABI_VERSION_MINOR 0
+#define PG_ABI_VERSION_MINOR 1
 #define PG_ABI_VERSION ((uint32_t)((PG_ABI_VERSION_MAJOR << 16) | PG_ABI_VERSION_MINOR))
 
 /* ---- Types shared, byte for byte, with procgroup_backend.h ---------------------- */
