@@ -21,12 +21,7 @@ std::pair<pg_status_t, std::string> create_some(int size, const std::vector<int>
   std::vector<std::thread> threads;
   for (int rank : started) {
     threads.emplace_back([&, rank] {
-      pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
-      o.rank = rank;
-      o.size = size;
-      o.backend = "loopback";
-      o.store_url = url.c_str();
-      o.timeout_ms = 1000;
+      pg_group_options_t o = thread_rank_options(rank, size, "loopback", url.c_str(), 1000);
       pg_group_t group = nullptr;
       const pg_status_t status = pg_group_create(&o, &group);
       if (rank == 0) rank0 = {status, pg_last_error()};

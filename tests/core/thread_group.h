@@ -38,6 +38,19 @@ struct RankOptions {
   int64_t timeout_ms = 30000;
 };
 
+// The options of one thread rank of `size` meeting through store_url (both strings must
+// outlive the group's creation).
+inline pg_group_options_t thread_rank_options(int rank, int size, const char* backend,
+                                              const char* store_url, int64_t timeout_ms) {
+  pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
+  o.rank = rank;
+  o.size = size;
+  o.backend = backend;
+  o.store_url = store_url;
+  o.timeout_ms = timeout_ms;
+  return o;
+}
+
 inline void run_thread_ranks(const std::string& backend, int size,
                              const std::function<void(pg_group_t, int)>& body,
                              RankOptions options = {}) {
@@ -46,12 +59,8 @@ inline void run_thread_ranks(const std::string& backend, int size,
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
-      pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
-      o.rank = rank;
-      o.size = size;
-      o.backend = backend.c_str();
-      o.store_url = url.c_str();
-      o.timeout_ms = options.timeout_ms;
+      pg_group_options_t o = thread_rank_options(rank, size, backend.c_str(), url.c_str(),
+                                                  options.timeout_ms);
       pg_group_t group = nullptr;
       ASSERT_EQ(pg_group_create(&o, &group), PG_OK) << "rank " << rank << ": " << pg_last_error();
       body(group, rank);

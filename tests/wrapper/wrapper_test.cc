@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "procgroup/procgroup.hpp"
-#include "thread_group.h"  // pgtest::TempDir
+#include "thread_group.h"  // pgtest::TempDir, pgtest::thread_rank_options
 
 namespace {
 
@@ -34,12 +34,8 @@ void run_ranks(int size, const std::function<void(Group&, int)>& body,
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
-      pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
-      o.rank = rank;
-      o.size = size;
-      o.backend = "loopback";
-      o.store_url = url.c_str();
-      o.timeout_ms = group_timeout.count();
+      pg_group_options_t o =
+          pgtest::thread_rank_options(rank, size, "loopback", url.c_str(), group_timeout.count());
       try {
         Group group(o);
         body(group, rank);
