@@ -13,9 +13,42 @@ namespace procgroup::detail {
 namespace {
 
 constexpr Millis kReadGrace{2000};
+// How long ranks wait for rank 0's verdict past their deadline, and rank 0 for them to read
+// a timeout: rank 0 reaches the same deadline a moment after them.
+constexpr Millis kVerdictSlack{500};
 // How long rank 0 may look for the other missing ranks once one timed out, so that creation
 // still ends soon after its timeout at any world size.
 constexpr Millis kProbeBudget{250};
+
+// Rank 0's verdict: empty when every rank agrees, else the status code's byte and the
+// message every rank fails with (a difference, or rank 0's timeout: the ranks that came
+// then fail at once with rank 0's words, not when its store goes away).
+Bytes encode_verdict(const Status& status) {
+  if (status.ok()) return {};
+  Bytes bytes{static_cast<uint8_t>(status.code())};
+  bytes.insert(bytes.end(), status.message().begin(), status.message().end());
+  return bytes;
+}
+
+Status decode_verdict(const Bytes& bytes) {
+  if (bytes.empty()) return ok_status();
+  return Status(static_cast<pg_status_t>(bytes[0]), std::string(bytes.begin() + 1, bytes.end()));
+}
+
+// Publishes rank 0's verdict and, when it is a failure, keeps rank 0 (which may host the
+// store) up until every rank that came has read it, or briefly.
+Status publish_verdict(Store& store, const std::string& prefix, const Status& verdict,
+                       int readers, Millis grace) {
+  PG_RETURN_IF_ERROR(store.set(prefix + "verdict", encode_verdict(verdict)));
+  if (verdict.ok()) return verdict;
+  const Deadline read_by = Deadline::after(grace);
+  for (;;) {
+    auto read = store.add(prefix + "read", 0);
+    if (!read.ok() || *read >= readers || read_by.expired()) break;
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return verdict;
+}
 
 Bytes encode(const Settings& settings) {
   std::string text;
@@ -103,13 +136,15 @@ Status check_settings_agree(Store& store, const std::string& prefix, int rank, i
   if (rank != 0) {
     PG_RETURN_IF_ERROR(store.set(prefix + std::to_string(rank), encode(mine)));
     (void)store.add(prefix + "joined", 1);  // only counted, for rank 0's timeout message
-    auto verdict = store.get(verdict_key, deadline.remaining());
+    // A little past the deadline: rank 0 publishes its own timeout just after it.
+    auto verdict = store.get(verdict_key, deadline.remaining() + kVerdictSlack);
     if (!verdict.ok())
       return verdict.status().with_context("waiting for rank 0 to compare the ranks' settings");
-    if (verdict->empty()) return ok_status();
+    Status status = decode_verdict(*verdict);
+    if (status.ok()) return status;
     (void)store.add(prefix + "read", 1);  // rank 0 may stop hosting the store now
-    return make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)",
-                      std::string(verdict->begin(), verdict->end()));
+    if (status.code() == PG_ERR_CONFIG) return status;
+    return status.with_context("rank 0 gave up waiting for the others");
   }
   std::vector<Settings> all{mine};
   for (int r = 1; r < size; ++r) {
@@ -118,21 +153,23 @@ Status check_settings_agree(Store& store, const std::string& prefix, int rank, i
       all.push_back(decode(*theirs));
       continue;
     }
-    if (theirs.status().code() == PG_ERR_TIMEOUT)
-      return never_joined(store, prefix, r, size, theirs.status());
-    return theirs.status().with_context(fmt::format("waiting for rank {}'s settings", r));
+    Status failure =
+        theirs.status().code() == PG_ERR_TIMEOUT
+            ? never_joined(store, prefix, r, size, theirs.status())
+            : theirs.status().with_context(fmt::format("waiting for rank {}'s settings", r));
+    auto came = store.add(prefix + "joined", 0);  // the ranks waiting for a verdict
+    Status published = publish_verdict(store, prefix, failure, came.ok() ? int(*came) : 0,
+                                       kVerdictSlack);
+    (void)published;
+    return failure;
   }
   const std::string diff = differences(all);
-  PG_RETURN_IF_ERROR(store.set(verdict_key, Bytes(diff.begin(), diff.end())));
-  if (diff.empty()) return ok_status();
+  if (diff.empty()) return publish_verdict(store, prefix, ok_status(), 0, Millis(0));
   // Rank 0 may host the store: keep it up until every rank read why (or briefly).
-  const Deadline read_by = Deadline::after(std::min(kReadGrace, deadline.remaining()));
-  for (;;) {
-    auto read = store.add(prefix + "read", 0);
-    if (!read.ok() || *read >= size - 1 || read_by.expired()) break;
-    std::this_thread::sleep_for(Millis(5));
-  }
-  return make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)", diff);
+  return publish_verdict(
+      store, prefix,
+      make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)", diff), size - 1,
+      std::min(kReadGrace, deadline.remaining()));
 }
 
 }  // namespace procgroup::detail
