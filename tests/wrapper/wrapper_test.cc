@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <future>
 #include <vector>
 
 #include "procgroup/procgroup.hpp"
@@ -238,6 +239,29 @@ TEST(WrapperWork, WaitForAndTestWhileAPeerIsLate) {
     EXPECT_TRUE(w.wait_until(Clock::now() + 20s));
     EXPECT_TRUE(w.test());
     EXPECT_EQ(v[7], 3);
+  });
+}
+
+TEST(WrapperWork, OnCompleteRunsOnceWithTheOutcome) {
+  run_ranks(2, [](Group& g, int rank) {
+    std::vector<float> v(4, float(rank + 1));
+    if (rank == 1) std::this_thread::sleep_for(100ms);  // set while pending on rank 0
+    std::promise<pg_status_t> done;
+    auto outcome = done.get_future();
+    int calls = 0;
+    {
+      procgroup::Work w = g.allreduce(v);
+      w.on_complete([&](pg_status_t status, std::string_view message) {
+        EXPECT_TRUE(message.empty()) << message;
+        if (++calls == 1) done.set_value(status);
+      });
+      EXPECT_EQ(status_of([&] { w.on_complete([](pg_status_t, std::string_view) {}); }),
+                PG_ERR_INVALID_ARGUMENT);
+    }  // the Work is gone; its callback still runs
+    ASSERT_EQ(outcome.wait_for(20s), std::future_status::ready);
+    EXPECT_EQ(outcome.get(), PG_OK);
+    EXPECT_EQ(v[3], 3.0f);
+    EXPECT_EQ(calls, 1);
   });
 }
 

@@ -23,6 +23,8 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <ranges>
 #include <span>
 #include <stdexcept>
@@ -205,9 +207,9 @@ inline pg_op_options_t op_options(ReduceOp op = ReduceOp::kSum, int root = 0, in
   return o;
 }
 
-// One operation in flight. The C ABI has no completion callback, so a Work is polled
-// (test), waited for with a bound (wait_for, wait_until) or waited for (wait); none of them
-// starts a thread.
+// One operation in flight: polled (test), waited for with a bound (wait_for, wait_until)
+// or waited for (wait), or given a completion callback (on_complete); none of them starts
+// a thread.
 class [[nodiscard]] Work {
  public:
   Work() = default;
@@ -248,6 +250,24 @@ class [[nodiscard]] Work {
   template <class Clock, class Duration>
   bool wait_until(std::chrono::time_point<Clock, Duration> deadline) {
     return wait_for(deadline - Clock::now());
+  }
+  // Calls fn(status, message) once when the work completes (message: "" on PG_OK), on the
+  // thread that completes it, or here before returning if it has (pg_work_on_complete).
+  // It runs even if this Work is destroyed first. fn must be quick and must not throw: it
+  // runs on a library thread, where an exception ends the program. Throws Error if a
+  // callback was set already.
+  void on_complete(std::function<void(pg_status_t, std::string_view)> fn) {
+    using Callback = std::function<void(pg_status_t, std::string_view)>;
+    auto owned = std::make_unique<Callback>(std::move(fn));
+    const pg_status_t s = pg_work_on_complete(
+        work_,
+        [](pg_status_t status, void* user) noexcept {
+          std::unique_ptr<Callback> callback(static_cast<Callback*>(user));
+          (*callback)(status, status == PG_OK ? std::string_view() : pg_last_error());
+        },
+        owned.get());
+    check(s);
+    (void)owned.release();  // the callback owns it now
   }
   pg_work_t handle() const { return work_; }
 
