@@ -15,15 +15,17 @@ cd "$(dirname "$0")/.."
 # they take most of the build time and exercise the same code.)
 TARGETS=(common_test pg_store_test pg_tcp_store_hardening_test pg_rendezvous_env_test
          collectives_reduce_test collectives_algorithms_test negotiate_check_test
-         core_diagnostics_test backend_direct_test gloo_direct_test
+         core_diagnostics_test core_handle_test core_work_on_complete_test
+         backend_direct_test gloo_direct_test
          mp_launch_test fault_mismatch_test
          pgrun mp_worker allreduce_demo fault_worker
          procgroup_backend_loopback procgroup_backend_loopback_p2p procgroup_backend_gloo)
 # Every unit and mp test of the binaries built above; tests of binaries not built here
-# (the _NOT_BUILT placeholders, loader/abi/install checks, the soak run) are left out.
+# (the _NOT_BUILT placeholders, loader/abi/install checks, the soak run, the docs check,
+# which reads the --help of programs not built here) are left out.
 # The always-on mismatch cases assert what a timeout race decides (which rank's timer
 # fires first); sanitizers slow ranks unevenly, so those run in the default suite only.
-TEST_ARGS=(-L 'unit|mp' -E '_NOT_BUILT$|^loader_|^abi|^install|^soak_|^AlwaysOn/CollectiveMismatch')
+TEST_ARGS=(-L 'unit|mp' -E '_NOT_BUILT$|^loader_|^abi|^install|^soak_|^docs_|^AlwaysOn/CollectiveMismatch')
 
 failed=()
 part() {
