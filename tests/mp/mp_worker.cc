@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/peak_rss.h"
 #include "procgroup/procgroup.hpp"
 
 namespace {
@@ -106,15 +107,7 @@ int next_group_early(Group& world) {
   return bad;
 }
 
-// This process's peak resident set (VmHWM), in KiB; -1 if unknown.
-long peak_rss_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
+using pgtest::peak_rss_kib;
 
 int scale(Group& g, double create_ms) {
   const int64_t n = g.size();

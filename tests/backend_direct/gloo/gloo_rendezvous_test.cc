@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "../../support/peak_rss.h"
 #include "gloo_test_support.h"
 
 namespace procgroup::gloo_test {
@@ -19,15 +20,7 @@ int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-// This process's peak resident set, in KiB (VmHWM).
-int64_t peak_rss_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return -1;
-}
+using pgtest::peak_rss_kib;
 
 TEST(GlooRendezvous, AHugeWorldSizeAloneEndsWithinTheTimeoutInLittleMemory) {
   WorldOptions opts;

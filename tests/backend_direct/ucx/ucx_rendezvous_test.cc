@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 
+#include "../../support/peak_rss.h"
 #include "ucx_test_support.h"
 
 namespace procgroup::ucx_test {
@@ -15,15 +16,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// This process's peak resident set, in KiB (VmHWM).
-int64_t peak_rss_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return -1;
-}
+using pgtest::peak_rss_kib;
 
 TEST(UcxRendezvous, TheLargestSizeAloneCostsLittleMemoryAndTime) {
   WorldOptions options;
