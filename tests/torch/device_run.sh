@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The torch tests on the GPU machine the `device` tool lends (torch 2.x from pip there, none
+# of our Debian packages): builds integrations/torch against that machine's torch with
+# torch.utils.cpp_extension and the packed libprocgroup, then runs tests/torch and the DDP
+# benchmark, each bounded. Logs go to $OUT (or /tmp/torch-device). Usage, from the root:
+#   here:    mv build/python /tmp/pgpython && ../shared/tools/device_pack.sh build;
+#            mv /tmp/pgpython build/python   (build/python's 1.13 extension links libtorch,
+#            which the pack would otherwise copy whole: 120 MiB instead of 34)
+#   device:  bash tests/torch/device_run.sh           (carry .device)
+set -u
+source .device/env.sh || exit 1
+root=$PWD out=${OUT:-/tmp/torch-device} py=/tmp/pgpy
+mkdir -p "$out" "$py/procgroup_torch" /tmp/pgext
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.device_count())'
+start=$SECONDS
+MAX_JOBS=16 timeout 150 python3 - "$root" "$PG_BUILD" "$py" <<'PY' 2>&1 | tail -40
+import glob, shutil, sys, torch.utils.cpp_extension as ce
+root, build, py = sys.argv[1:]
+srcs = [f"{root}/integrations/torch/src/{f}" for f in
+        ["module.cc", "process_group.cc", "tensors.cc", "torch_store.cc", "work.cc"]]
+ce.load(name="_C", sources=srcs, extra_include_paths=[f"{root}/api/include"],
+        extra_cflags=["-O2", "-Wall"],
+        extra_ldflags=[f"-L{build}/lib", "-lprocgroup", f"-Wl,-rpath,{build}/lib"],
+        build_directory="/tmp/pgext", is_python_module=True)
+shutil.copy(glob.glob("/tmp/pgext/_C*.so")[0], f"{py}/procgroup_torch/_C.so")
+PY
+echo "== build took $((SECONDS - start)) s"
+ver=$(python3 -c 'import torch; print(torch.__version__)')
+sed "s/@Torch_VERSION@/$ver/" integrations/torch/procgroup_torch/__init__.py \
+  > "$py/procgroup_torch/__init__.py"
+export PYTHONPATH=$py:$root/tests/torch PROCGROUP_PLUGIN_PATH=
+run() {  # name seconds command...
+  local name=$1 t=$2 s=$SECONDS rc
+  shift 2
+  timeout "$t" "$@" > "$out/$name.log" 2>&1
+  rc=$?
+  echo "== $name rc=$rc in $((SECONDS - s)) s"
+  tail -4 "$out/$name.log"
+}
+run torch_cuda 90 python3 tests/torch/test_cuda.py -v
+PROCGROUP_BACKEND=gloo run torch_collectives_gloo 80 python3 tests/torch/test_collectives.py
+PROCGROUP_BACKEND=gloo run torch_ddp_gloo 80 python3 tests/torch/test_ddp.py
+run torch_failures 90 python3 tests/torch/test_failures.py
+PROCGROUP_BACKEND=ucx run torch_collectives_ucx 50 python3 tests/torch/test_collectives.py
+run bench 110 python3 bench/torch_ddp.py --repeats 3 --sizes 8,64K,1M --markdown
+echo "== total $SECONDS s"
