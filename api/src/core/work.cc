@@ -123,8 +123,7 @@ void WorkState::arm_backend_notify() {
     std::lock_guard lock(mutex_);
     notify_armed_ = false;
     if (done_) {  // finished meanwhile, keeping the backend work for the notice: free it
-      if (backend_work_ != nullptr) ops_->work_release(backend_work_);
-      backend_work_ = nullptr;
+      release_backend_work_locked();
       return;
     }
   }
@@ -144,12 +143,14 @@ void WorkState::backend_done(void* self_ref) {
     std::lock_guard lock(self.mutex_);
     self.notify_fired_ = true;
     if (!self.done_) self.poll_backend_locked(Millis(0));
-    if (self.done_ && self.backend_work_ != nullptr) {
-      self.ops_->work_release(self.backend_work_);
-      self.backend_work_ = nullptr;
-    }
+    if (self.done_) self.release_backend_work_locked();
   }
   self.fire_callback();
+}
+
+void WorkState::release_backend_work_locked() {
+  if (backend_work_ != nullptr) ops_->work_release(backend_work_);
+  backend_work_ = nullptr;
 }
 
 bool WorkState::done() {
@@ -161,10 +162,7 @@ const Status& WorkState::finish_locked(Status status) {
   if (status.ok() && on_success_) status = on_success_();
   on_success_ = nullptr;
   // An armed backend still calls back with a pointer to its work: released then.
-  if (backend_work_ != nullptr && (!notify_armed_ || notify_fired_)) {
-    ops_->work_release(backend_work_);
-    backend_work_ = nullptr;
-  }
+  if (!notify_armed_ || notify_fired_) release_backend_work_locked();
   if (auto group = group_.lock()) {
     // A fatal failure of any work fails its group: later calls fail fast (DESIGN.md §6).
     // Before the recorder closes this entry, so a hang report shows it still running.

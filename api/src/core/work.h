@@ -76,6 +76,8 @@ class WorkState : public std::enable_shared_from_this<WorkState> {
   Status poll_backend_locked(Millis wait_for);
   const Status& finish_locked(Status status);
   const Status& timeout_locked();
+  // Frees the backend work if it still has one.
+  void release_backend_work_locked();
   // After a lock scope that may have finished the work: runs the callback once.
   void fire_callback();
   // Asks the backend to call backend_done() when the work completes (outside the lock).
