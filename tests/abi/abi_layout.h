@@ -95,7 +95,10 @@ static_assert(offsetof(pg_host_store_t, add) == 40, "pg_host_store_t.add");
 static_assert(offsetof(pg_host_store_t, remove) == 48, "pg_host_store_t.remove");
 
 /* pg_backend_group_config_t */
-static_assert(sizeof(pg_backend_group_config_t) == 56, "pg_backend_group_config_t size");
+/* host was appended (optional, sized by struct_size); version 1's 56 bytes stay the minimum. */
+static_assert(sizeof(pg_backend_group_config_t) == 64, "pg_backend_group_config_t size");
+static_assert(PG_BACKEND_GROUP_CONFIG_V1_SIZE == 56, "PG_BACKEND_GROUP_CONFIG_V1_SIZE");
+static_assert(PG_BACKEND_GROUP_CONFIG_HOST_SIZE == 64, "PG_BACKEND_GROUP_CONFIG_HOST_SIZE");
 static_assert(offsetof(pg_backend_group_config_t, struct_size) == 0, "group_config.struct_size");
 static_assert(offsetof(pg_backend_group_config_t, rank) == 4, "group_config.rank");
 static_assert(offsetof(pg_backend_group_config_t, size) == 8, "group_config.size");
@@ -106,6 +109,7 @@ static_assert(offsetof(pg_backend_group_config_t, timeout_ms) == 24, "group_conf
 static_assert(offsetof(pg_backend_group_config_t, store) == 32, "group_config.store");
 static_assert(offsetof(pg_backend_group_config_t, group_id) == 40, "group_config.group_id");
 static_assert(offsetof(pg_backend_group_config_t, master_addr) == 48, "group_config.master_addr");
+static_assert(offsetof(pg_backend_group_config_t, host) == 56, "group_config.host");
 
 /* pg_backend_op_t */
 static_assert(sizeof(pg_backend_op_t) == 128, "pg_backend_op_t size");

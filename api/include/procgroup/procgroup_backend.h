@@ -185,7 +185,18 @@ typedef struct pg_backend_group_config {
   const pg_host_store_t* store; /* valid until group_destroy returns */
   const char* group_id;       /* unique per group in the job, same on every member */
   const char* master_addr;    /* the address the store listens on (for interface choice) */
+  /* Appended to version 1: the host services (as in negotiation), so that a plugin needs no
+   * global; absent from a config shorter than PG_BACKEND_GROUP_CONFIG_HOST_SIZE (an older
+   * core), and NULL means the negotiated ones. */
+  const pg_host_services_t* host;
 } pg_backend_group_config_t;
+
+/* Every config reaches at least this far (through master_addr) in interface version 1. */
+#define PG_BACKEND_GROUP_CONFIG_V1_SIZE \
+  (offsetof(pg_backend_group_config_t, master_addr) + sizeof(const char*))
+/* A config at least this large has the host entry (which may still be NULL). */
+#define PG_BACKEND_GROUP_CONFIG_HOST_SIZE \
+  (offsetof(pg_backend_group_config_t, host) + sizeof(const pg_host_services_t*))
 
 /* One operation. Buffers follow the user ABI's count rules; input == output (same data
  * pointer) means in place, and for allgather/gather input may sit inside output at

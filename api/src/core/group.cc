@@ -126,6 +126,7 @@ Status GroupState::create_backend_group(const SplitFrom* from) {
   config.store = host_store_->c_store();
   config.group_id = id_.c_str();
   config.master_addr = hints_.master_addr.c_str();
+  config.host = host_services();  // plugins built before the field ignore it
   const char* entry = from != nullptr ? "group_split" : "group_create";
   Status status = call_plugin(plugin_->name, entry, [&] {
     return from != nullptr ? plugin_->group_split(from->parent, from->color, from->key, &config,
