@@ -60,8 +60,9 @@ static_assert(offsetof(pg_capabilities_t, native_reduce_ops) == 12,
               "pg_capabilities_t.native_reduce_ops");
 static_assert(offsetof(pg_capabilities_t, devices) == 16, "pg_capabilities_t.devices");
 
-/* pg_host_services_t */
-static_assert(sizeof(pg_host_services_t) == 48, "pg_host_services_t size");
+/* pg_host_services_t (reduce_to was appended: plugins read it when struct_size covers it) */
+static_assert(sizeof(pg_host_services_t) == 56, "pg_host_services_t size");
+static_assert(PG_HOST_SERVICES_REDUCE_TO_SIZE == 56, "PG_HOST_SERVICES_REDUCE_TO_SIZE");
 static_assert(offsetof(pg_host_services_t, struct_size) == 0, "pg_host_services_t.struct_size");
 static_assert(offsetof(pg_host_services_t, reserved0) == 4, "pg_host_services_t.reserved0");
 static_assert(offsetof(pg_host_services_t, ctx) == 8, "pg_host_services_t.ctx");
@@ -69,6 +70,7 @@ static_assert(offsetof(pg_host_services_t, log) == 16, "pg_host_services_t.log")
 static_assert(offsetof(pg_host_services_t, set_error) == 24, "pg_host_services_t.set_error");
 static_assert(offsetof(pg_host_services_t, reduce) == 32, "pg_host_services_t.reduce");
 static_assert(offsetof(pg_host_services_t, scale_down) == 40, "pg_host_services_t.scale_down");
+static_assert(offsetof(pg_host_services_t, reduce_to) == 48, "pg_host_services_t.reduce_to");
 
 /* pg_store_t (appended in ABI 1.0's lifetime: a new type and entry point, nothing moved) */
 static_assert(sizeof(pg_store_t) == 72, "pg_store_t size");
@@ -112,7 +114,9 @@ static_assert(offsetof(pg_backend_group_config_t, master_addr) == 48, "group_con
 static_assert(offsetof(pg_backend_group_config_t, host) == 56, "group_config.host");
 
 /* pg_backend_op_t */
-static_assert(sizeof(pg_backend_op_t) == 128, "pg_backend_op_t size");
+/* The plan (block_count, in_place) was appended (read when struct_size covers it). */
+static_assert(sizeof(pg_backend_op_t) == 144, "pg_backend_op_t size");
+static_assert(PG_BACKEND_OP_PLAN_SIZE == 144, "PG_BACKEND_OP_PLAN_SIZE");
 static_assert(offsetof(pg_backend_op_t, struct_size) == 0, "pg_backend_op_t.struct_size");
 static_assert(offsetof(pg_backend_op_t, op) == 4, "pg_backend_op_t.op");
 static_assert(offsetof(pg_backend_op_t, reduce_op) == 8, "pg_backend_op_t.reduce_op");
@@ -124,6 +128,9 @@ static_assert(offsetof(pg_backend_op_t, seq) == 32, "pg_backend_op_t.seq");
 static_assert(offsetof(pg_backend_op_t, timeout_ms) == 40, "pg_backend_op_t.timeout_ms");
 static_assert(offsetof(pg_backend_op_t, input) == 48, "pg_backend_op_t.input");
 static_assert(offsetof(pg_backend_op_t, output) == 88, "pg_backend_op_t.output");
+static_assert(offsetof(pg_backend_op_t, block_count) == 128, "pg_backend_op_t.block_count");
+static_assert(offsetof(pg_backend_op_t, in_place) == 136, "pg_backend_op_t.in_place");
+static_assert(offsetof(pg_backend_op_t, reserved1) == 140, "pg_backend_op_t.reserved1");
 
 /* pg_backend_ops_t: the table is indexed by these offsets, so every entry is pinned. It
  * grew by appending group_split, then work_on_complete (both optional, sized by

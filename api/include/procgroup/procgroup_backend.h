@@ -150,7 +150,18 @@ typedef struct pg_host_services {
   /* data[i] *= 1/divisor for floating dtypes, integer division otherwise (AVG's last step). */
   pg_status_t (*scale_down)(void* ctx, void* data, uint64_t count, pg_dtype_t dtype,
                             uint64_t divisor);
+  /* Appended to version 1, absent from a table shorter than PG_HOST_SERVICES_REDUCE_TO_SIZE
+   * (an older core: use reduce): out[i] = a[i] (op) b[i], the same kernels as reduce. out
+   * may be a or b but must not overlap them otherwise. Saves the copy an out-of-place
+   * reduction needs, and keeps a as the left operand, which min/max ties (+0, -0) and NaN
+   * payloads depend on: ranks that combine in the same order get identical bits. */
+  pg_status_t (*reduce_to)(void* ctx, void* out, const void* a, const void* b, uint64_t count,
+                           pg_dtype_t dtype, pg_reduce_op_t op);
 } pg_host_services_t;
+
+/* A host services table at least this large has the reduce_to entry. */
+#define PG_HOST_SERVICES_REDUCE_TO_SIZE \
+  (offsetof(pg_host_services_t, reduce_to) + sizeof(void (*)(void)))
 
 /* The rendezvous key-value store, already scoped to one group (keys are private to it).
  * Functions may block (get waits for the key) and are safe from any thread. */
@@ -201,8 +212,18 @@ typedef struct pg_backend_group_config {
 /* One operation. Buffers follow the user ABI's count rules; input == output (same data
  * pointer) means in place, and for allgather/gather input may sit inside output at
  * rank*n, for reduce_scatter/scatter output inside input at rank*n. Absent buffers
- * (non-roots) have data == NULL and count == 0. reduce_op is never AVG unless the
- * plugin declared PG_REDUCE_AVG. */
+ * (non-roots) have data == NULL, count == 0 and dtype PG_DTYPE_INVALID. reduce_op is never
+ * AVG unless the plugin declared PG_REDUCE_AVG.
+ *
+ * What the core has validated before a plugin sees an op (a plugin need not check again):
+ * op is one the plugin declared (entry and native_ops bit), with a dtype in native_dtypes,
+ * a reduce op in native_reduce_ops and a device in devices; root and peer are ranks of the
+ * group; every buffer this rank passes has a valid dtype and device, data != NULL when
+ * count > 0, count <= 2^56, and input and output agree on dtype and device; counts follow
+ * the rules above; overlap exists only in the exact in-place forms; and the in-place input
+ * is resolved (input.data is where the data sits, never absent where the op reads it). Not
+ * checked: that the memory is really of that device, and that other ranks agree.
+ * block_count and in_place carry the core's plan (see PG_BACKEND_OP_PLAN_SIZE). */
 typedef struct pg_backend_op {
   uint32_t struct_size;
   int32_t op;          /* pg_op_t */
@@ -216,7 +237,19 @@ typedef struct pg_backend_op {
   int64_t timeout_ms;  /* remaining time the backend should allow */
   pg_buffer_t input;
   pg_buffer_t output;
+  /* Appended to version 1, absent from an op shorter than PG_BACKEND_OP_PLAN_SIZE (an older
+   * core): the core's plan. block_count is n, the elements per rank per block (input and
+   * output hold 1 or size blocks: allgather's output size*n, reduce_scatter's input size*n,
+   * alltoall's both, send/recv their buffer's count, barrier 0). in_place is 1 when the
+   * input already sits where the output wants it (input == output, or the rank*n forms),
+   * else 0. */
+  uint64_t block_count;
+  uint32_t in_place;
+  uint32_t reserved1;
 } pg_backend_op_t;
+
+/* An op at least this large carries the planned fields (block_count, in_place). */
+#define PG_BACKEND_OP_PLAN_SIZE (offsetof(pg_backend_op_t, reserved1) + sizeof(uint32_t))
 
 /* Starts op asynchronously and returns a work in *work. */
 typedef pg_status_t (*pg_backend_op_fn)(pg_backend_group_t group, const pg_backend_op_t* op,
