@@ -282,13 +282,6 @@ int Io::first_waited_peer() const {
   return head_ != nullptr ? head_->peer : -1;
 }
 
-bool Io::waits_on(int peer) const {
-  for (const RequestSlot* s = head_; s != nullptr; s = s->next) {
-    if (s->peer == peer) return true;
-  }
-  return false;
-}
-
 void Io::cancel_receives(ucp_worker_h worker) {
   for (RequestSlot* s = head_; s != nullptr; s = s->next) {
     if (s->is_recv) ucp_request_cancel(worker, s);

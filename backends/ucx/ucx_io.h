@@ -78,7 +78,6 @@ class Io {
   int pending() const { return pending_; }
   // Peers of the outstanding receives (then sends), for "waiting for rank 3" messages.
   int first_waited_peer() const;
-  bool waits_on(int peer) const;
   // Calls f(peer, is_recv) for every outstanding request (for diagnostics).
   template <class F>
   void for_each_pending(F&& f) const {

@@ -42,10 +42,6 @@ inline constexpr uint64_t make(uint64_t kind, int source, uint64_t payload) {
          (payload & ((uint64_t{1} << 40) - 1));
 }
 
-inline constexpr int source_of(uint64_t tag) {
-  return static_cast<int>((tag >> 40) & (kMaxRanks - 1));
-}
-
 // A 64-bit send/recv tag in 36 bits: tags below 2^35 map to themselves (procgroup.h allows
 // users 2^30), and the core's reserved tags (>= 2^62, its collectives' seq * 2^16 + step)
 // to the upper half with their low 35 bits kept, folded with the bits above so distinct

@@ -1,7 +1,6 @@
 #include "store/socket_util.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -56,14 +55,6 @@ Result<AddrInfoList> resolve_tcp(const std::string& host, int port, bool passive
     return make_error(PG_ERR_STORE, "cannot resolve host '{}': {}", host, reason);
   }
   return AddrInfoList(head);
-}
-
-Status set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return make_error(PG_ERR_STORE, "fcntl(O_NONBLOCK): {}", errno_text(errno));
-  }
-  return ok_status();
 }
 
 void set_no_delay(int fd) {

@@ -69,7 +69,6 @@ class AddrInfoList {
 // Resolves host:port for TCP (passive: for bind). PG_ERR_STORE with gai's reason.
 Result<AddrInfoList> resolve_tcp(const std::string& host, int port, bool passive);
 
-Status set_nonblocking(int fd);
 void set_no_delay(int fd);
 
 // Waits for events on fd; returns revents, or 0 when the deadline passed first.

@@ -64,7 +64,6 @@ typedef struct tcp_work {
 
 /* A pending work with two references: the caller's handle and the operation's. */
 tcp_work_t* tcp_work_new(void);
-tcp_work_t* tcp_work_new_done(pg_status_t status, const char* message);
 void tcp_work_unref(tcp_work_t* work);
 /* The first completion wins; later ones are ignored. message may be NULL for PG_OK. */
 void tcp_work_complete(tcp_work_t* work, pg_status_t status, const char* message);

@@ -28,12 +28,6 @@ static tcp_work_t* work_alloc(int refs) {
 
 tcp_work_t* tcp_work_new(void) { return work_alloc(2); }
 
-tcp_work_t* tcp_work_new_done(pg_status_t status, const char* message) {
-  tcp_work_t* work = work_alloc(1);
-  if (work != NULL) tcp_work_complete(work, status, message);
-  return work;
-}
-
 void tcp_work_unref(tcp_work_t* work) {
   if (atomic_fetch_sub(&work->refs, 1) != 1) return;
   pthread_cond_destroy(&work->cv);

@@ -92,7 +92,11 @@ TEST(UcxInterface, HonoursUcxTls) {
 
 TEST(UcxTags, FieldsDoNotOverlap) {
   using namespace ucx_backend::tags;
-  EXPECT_EQ(source_of(collective(4194303, ~uint64_t{0}, ~uint64_t{0}, 0xFFFF)), 4194303);
+  // The highest rank, with every other field full, keeps its own tag and the kind bits.
+  const uint64_t top = collective(kMaxRanks - 1, ~uint64_t{0}, ~uint64_t{0}, 0xFFFF);
+  EXPECT_NE(top & kCollectiveMatch,
+            collective(kMaxRanks - 2, ~uint64_t{0}, ~uint64_t{0}, 0xFFFF) & kCollectiveMatch);
+  EXPECT_EQ(top >> 62, kKindCollective);
   EXPECT_EQ(collective(3, 1, 2, 0) >> 62, kKindCollective);
   EXPECT_EQ(p2p(3, ~uint64_t{0}, 15) >> 62, kKindP2p);
   EXPECT_EQ(control(7) & kKindMask, kKindControl << 62);
