@@ -158,14 +158,19 @@ TEST_F(TcpStoreHardeningTest, PipelinedRequestsAreAnsweredInOrder) {
   RawConnection raw(port());
   ASSERT_TRUE(raw.read_hello());
   Bytes batch;
-  for (Bytes f : {FrameWriter(Op::kGet).i64(5000).str("later").finish(),  // waits
+  for (Bytes f : {FrameWriter(Op::kAdd).str("seen").i64(1).finish(),  // answered at once
+                  FrameWriter(Op::kGet).i64(5000).str("later").finish(),  // waits
                   FrameWriter(Op::kAdd).str("n").i64(1).finish()}) {
     batch.insert(batch.end(), f.begin(), f.end());
   }
   ASSERT_TRUE(raw.send(batch));
+  // The server replies once it has read and handled all it received in one go (a single
+  // small send), so "seen" answered means the GET waits and the ADD of "n" has arrived.
+  auto seen = raw.read_frame();
+  ASSERT_TRUE(seen);
+  ASSERT_EQ(static_cast<Op>(seen->front()), Op::kInt);
   auto client = TcpStoreClient::connect({.host = "127.0.0.1", .port = port()});
   ASSERT_TRUE(client.ok());
-  std::this_thread::sleep_for(Millis(50));
   EXPECT_FALSE(client.value()->check(std::vector<std::string>{"n"}).value());  // held back
   ASSERT_TRUE(client.value()->set("later", to_bytes("now")).ok());
   auto first = raw.read_frame();
