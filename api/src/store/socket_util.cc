@@ -77,17 +77,24 @@ Result<short> wait_fd(int fd, short events, Deadline deadline) {
   }
 }
 
-Result<UniqueFd> connect_once(const sockaddr* addr, socklen_t len, Deadline deadline) {
+Result<UniqueFd> connect_once(const sockaddr* addr, socklen_t len, Deadline deadline,
+                              bool* refused) {
+  if (refused != nullptr) *refused = false;
   UniqueFd fd(::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return make_error(PG_ERR_STORE, "socket: {}", errno_text(errno));
   if (::connect(fd.get(), addr, len) != 0) {
-    if (errno != EINPROGRESS) return make_error(PG_ERR_STORE, "{}", errno_text(errno));
-    PG_ASSIGN_OR_RETURN(short revents, wait_fd(fd.get(), POLLOUT, deadline));
-    if (revents == 0) return make_error(PG_ERR_TIMEOUT, "connect timed out");
-    int err = 0;
-    socklen_t err_len = sizeof err;
-    if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &err_len) != 0) err = errno;
-    if (err != 0) return make_error(PG_ERR_STORE, "{}", errno_text(err));
+    int err = errno;
+    if (err == EINPROGRESS) {
+      PG_ASSIGN_OR_RETURN(short revents, wait_fd(fd.get(), POLLOUT, deadline));
+      if (revents == 0) return make_error(PG_ERR_TIMEOUT, "connect timed out");
+      err = 0;
+      socklen_t err_len = sizeof err;
+      if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &err_len) != 0) err = errno;
+    }
+    if (err != 0) {
+      if (refused != nullptr) *refused = err == ECONNREFUSED;
+      return make_error(PG_ERR_STORE, "{}", errno_text(err));
+    }
   }
   set_no_delay(fd.get());
   int one = 1;

@@ -73,8 +73,10 @@ void set_no_delay(int fd);
 
 // Waits for events on fd; returns revents, or 0 when the deadline passed first.
 Result<short> wait_fd(int fd, short events, Deadline deadline);
-// Non-blocking connect to one address, bounded by deadline. PG_ERR_STORE with the reason.
-Result<UniqueFd> connect_once(const sockaddr* addr, socklen_t len, Deadline deadline);
+// Non-blocking connect to one address, bounded by deadline. PG_ERR_STORE with the reason;
+// *refused (if given) says whether nothing listens there (ECONNREFUSED).
+Result<UniqueFd> connect_once(const sockaddr* addr, socklen_t len, Deadline deadline,
+                              bool* refused = nullptr);
 // Writes all of data (fd non-blocking). PG_ERR_TIMEOUT at the deadline, PG_ERR_STORE when
 // the connection breaks.
 Status send_all(int fd, std::span<const uint8_t> data, Deadline deadline);

@@ -55,6 +55,7 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(TcpStoreClientOp
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(std::move(options)));
   PG_ASSIGN_OR_RETURN(UniqueFd fd,
                       client->open_connection(Deadline::after(client->options_.timeout)));
+  client->established_ = true;
   // Kept for the first request only once authenticated: the server closes a connection
   // that sends nothing for a while (kAuthTimeout), and the first request may come later.
   if (!client->options_.token.empty()) client->idle_.give_back(std::move(fd));
@@ -89,16 +90,27 @@ Result<UniqueFd> TcpStoreClient::open_connection(Deadline deadline) {
 Result<UniqueFd> TcpStoreClient::try_connect(Deadline deadline, bool* fatal) {
   PG_ASSIGN_OR_RETURN(AddrInfoList addrs, resolve_tcp(options_.host, options_.port, false));
   Status last = make_error(PG_ERR_STORE, "'{}' has no address", options_.host);
+  bool all_refused = addrs.head() != nullptr;
   for (const addrinfo* ai = addrs.head(); ai != nullptr; ai = ai->ai_next) {
-    auto fd = connect_once(ai->ai_addr, ai->ai_addrlen, deadline);
+    bool refused = false;
+    auto fd = connect_once(ai->ai_addr, ai->ai_addrlen, deadline, &refused);
     if (!fd.ok()) {
+      all_refused = all_refused && refused;
       last = fd.status();
       continue;
     }
+    all_refused = false;
     Status hs = handshake(fd->get(), deadline, fatal);
     if (hs.ok()) return fd;
     if (*fatal) return hs;
     last = hs;
+  }
+  if (established_ && all_refused) {
+    *fatal = true;
+    return make_error(PG_ERR_STORE,
+                      "the store server went away: it refuses connections now ({}); did rank 0 "
+                      "exit?",
+                      last.message());
   }
   return last;
 }

@@ -64,6 +64,9 @@ class TcpStoreClient final : public Store {
 
   TcpStoreClientOptions options_;
   std::string endpoint_;
+  // Set by connect() once it got in: a refusal after that means the server went away, which
+  // waiting cannot fix (a slow or busy server accepts connections, or refuses with ERROR).
+  bool established_ = false;
   static constexpr size_t kMaxIdleConnections = 4;
   IdleConnections idle_{kMaxIdleConnections};
 };

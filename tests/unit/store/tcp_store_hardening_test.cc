@@ -278,6 +278,46 @@ TEST_F(TcpStoreHardeningTest, ServerSideTimeoutRepliesForGetAndWait) {
   EXPECT_EQ(as_error(*reply)->first, PG_ERR_TIMEOUT);
 }
 
+// A server that exited refuses connections: a client fails at once instead of retrying for
+// its whole reply grace (3 s here), naming the store and what happened.
+TEST_F(TcpStoreHardeningTest, ClientFailsPromptlyOnceTheServerIsGone) {
+  auto client =
+      TcpStoreClient::connect({.host = "127.0.0.1", .port = port(), .timeout = Millis(3000)});
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  ASSERT_TRUE(client.value()->set("k", to_bytes("v")).ok());
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port());
+  server_.reset();
+  auto start = Clock::now();
+  auto got = client.value()->get("missing", Millis(60000));
+  EXPECT_LT(Clock::now() - start, Millis(1000));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), PG_ERR_STORE);
+  EXPECT_THAT(got.status().message(), HasSubstr(endpoint));
+  EXPECT_THAT(got.status().message(), HasSubstr("went away"));
+}
+
+// A server that is only busy (it refuses with an ERROR: too many connections) still gets
+// the grace: the request goes through once a slot frees up.
+TEST_F(TcpStoreHardeningTest, BusyServerStillGetsTheGrace) {
+  server_.reset();
+  start({.max_connections = 1});
+  auto client =
+      TcpStoreClient::connect({.host = "127.0.0.1", .port = port(), .timeout = Millis(3000)});
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  RawConnection holder(port());  // takes the only slot, and speaks so it is not evicted
+  ASSERT_TRUE(holder.read_hello());
+  ASSERT_TRUE(holder.send(FrameWriter(Op::kSet).str("k").str("v").finish()));
+  ASSERT_TRUE(holder.read_frame());
+  std::thread release([&] {
+    std::this_thread::sleep_for(Millis(300));
+    holder.close();
+  });
+  auto got = client.value()->get("k", Millis(1000));
+  release.join();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(to_text(got.value()), "v");
+}
+
 TEST_F(TcpStoreHardeningTest, StoreRefusesKeysBeyondItsCapacity) {
   server_.reset();
   start({.max_keys = 2});
