@@ -5,6 +5,7 @@
 //   mp_worker two-groups      a second group from the same environment beside the world one
 //   mp_worker next-group-early  rank 0 leaves the world group late; the others create the
 //                             next group (named "world" again) before it has
+//   mp_worker backend         a barrier, then "rank R backend NAME" (the backend chosen)
 //   mp_worker scale           one checked allreduce; prints how long group creation took
 //                             and this process's peak RSS ("scale: create_ms=... rss_kb=...")
 #include <chrono>
@@ -135,6 +136,12 @@ int main(int argc, char** argv) {
       const int rc = scale(g, took.count());
       g.destroy();
       return rc;
+    }
+    if (std::strcmp(mode, "backend") == 0) {
+      g.barrier().wait();
+      std::printf("rank %d backend %s\n", g.rank(), std::string(g.backend()).c_str());
+      g.destroy();
+      return 0;
     }
     if (std::strcmp(mode, "next-group-early") == 0) return next_group_early(g) == 0 ? 0 : 1;
     int rc = std::strcmp(mode, "leave-early") == 0  ? leave_early(g)

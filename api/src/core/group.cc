@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "core/default_backend.h"
 #include "core/plugin_call.h"
-#include "core/settings_agreement.h"
 #include "core/store_registry.h"
 
 namespace procgroup::detail {
@@ -26,10 +26,6 @@ bool is_fatal(pg_status_t code) {
     case PG_ERR_INTERNAL: return true;
     default: return false;
   }
-}
-
-std::string default_backend(int device_type) {
-  return device_type == PG_DEVICE_CUDA ? "nccl" : "gloo";
 }
 
 // Drops released works, but only when the list has reached a power of two: amortised
@@ -75,9 +71,7 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
   if (!config.timeline_path.empty()) {
     PG_ASSIGN_OR_RETURN(timeline, Timeline::create(config.timeline_path, config.rank));
   }
-  std::string backend =
-      config.backend.empty() ? default_backend(config.device_type) : config.backend;
-  PG_ASSIGN_OR_RETURN(PluginRef plugin, load_backend(backend, host_services()));
+  PG_ASSIGN_OR_RETURN(BackendCandidate candidate, prepare_backend(config));
   StoreConfig store_config{config.store_url, config.rank, config.size, config.store_token,
                            config.timeout};
   // The caller's store is theirs to keep alive: no registry, no leave protocol for it.
@@ -92,21 +86,19 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
   auto [store, group_id] = std::move(opened_store);
   // Before the backend connects: ranks on other backends, or with PROCGROUP_DEBUG on one
   // side only, would otherwise hang there or in their first collective.
-  const Settings shared{{"PROCGROUP_DEBUG", config.debug_detail ? "detail" : "off"},
-                        {"backend", plugin->name}};
-  Status agreed = check_settings_agree(*store, fmt::format("pg/{}/core/settings/", group_id),
-                                       config.rank, config.size, shared,
-                                       Deadline::after(config.timeout));
+  auto agreed = agree_on_backend(std::move(candidate), config, *store,
+                                 fmt::format("pg/{}/core/settings/", group_id));
   if (!agreed.ok())
-    return agreed.with_context(fmt::format("creating group '{}' (rank {} of {})", config.name,
-                                           config.rank, config.size));
+    return agreed.status().with_context(
+        fmt::format("creating group '{}' (rank {} of {})", config.name, config.rank, config.size));
+  BackendChoice choice = std::move(agreed.value());
   Members members{config.rank, config.size, config.local_rank, config.local_size};
   Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store,
                           std::move(timeline), config.timeout_source};
   std::shared_ptr<GroupState> group(
-      new GroupState(group_id, members, config.timeout, std::move(plugin), store, !user_store,
+      new GroupState(group_id, members, config.timeout, choice.plugin, store, !user_store,
                      std::move(diagnostics), BackendHints{config.master_addr, config.device_type}));
-  PG_RETURN_IF_ERROR(group->create_backend_group());
+  PG_RETURN_IF_ERROR(explain_default(group->create_backend_group(), choice));
   log(kLogInfo, "core", "group '{}' rank {}/{} on backend '{}' (ranks from {})", config.name,
       config.rank, config.size, group->plugin().name, config.launcher);
   return group;

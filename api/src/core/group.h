@@ -54,6 +54,9 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // it rendezvous there instead of opening config.store_url.
   static Result<std::shared_ptr<GroupState>> create(const GroupConfig& config,
                                                     std::shared_ptr<Store> user_store = nullptr);
+  // Whether plugin starts here: a one-rank group of it on a private store, created and
+  // destroyed at once (how the default backend is tried, default_backend.h).
+  static Status try_alone(PluginRef plugin, const GroupConfig& config);
   // Collective over this group: see pg_group_split. Null when color is PG_SPLIT_NO_COLOR.
   Result<std::shared_ptr<GroupState>> split(int color, int key);
 

@@ -20,36 +20,6 @@ constexpr Millis kVerdictSlack{500};
 // still ends soon after its timeout at any world size.
 constexpr Millis kProbeBudget{250};
 
-// Rank 0's verdict: empty when every rank agrees, else the status code's byte and the
-// message every rank fails with (a difference, or rank 0's timeout: the ranks that came
-// then fail at once with rank 0's words, not when its store goes away).
-Bytes encode_verdict(const Status& status) {
-  if (status.ok()) return {};
-  Bytes bytes{static_cast<uint8_t>(status.code())};
-  bytes.insert(bytes.end(), status.message().begin(), status.message().end());
-  return bytes;
-}
-
-Status decode_verdict(const Bytes& bytes) {
-  if (bytes.empty()) return ok_status();
-  return Status(static_cast<pg_status_t>(bytes[0]), std::string(bytes.begin() + 1, bytes.end()));
-}
-
-// Publishes rank 0's verdict and, when it is a failure, keeps rank 0 (which may host the
-// store) up until every rank that came has read it, or briefly.
-Status publish_verdict(Store& store, const std::string& prefix, const Status& verdict,
-                       int readers, Millis grace) {
-  PG_RETURN_IF_ERROR(store.set(prefix + "verdict", encode_verdict(verdict)));
-  if (verdict.ok()) return verdict;
-  const Deadline read_by = Deadline::after(grace);
-  for (;;) {
-    auto read = store.add(prefix + "read", 0);
-    if (!read.ok() || *read >= readers || read_by.expired()) break;
-    std::this_thread::sleep_for(Millis(5));
-  }
-  return verdict;
-}
-
 Bytes encode(const Settings& settings) {
   std::string text;
   for (const auto& [name, value] : settings) text += name + "=" + value + "\n";
@@ -68,21 +38,48 @@ Settings decode(const Bytes& bytes) {
   return settings;
 }
 
-std::string value_of(const Settings& settings, const std::string& name) {
-  for (const auto& [n, v] : settings) {
-    if (n == name) return v;
+// Rank 0's verdict: the status code's byte, then the settings every rank returns (PG_OK) or
+// the message every rank fails with (a difference, or rank 0's timeout: the ranks that came
+// then fail at once with rank 0's words, not when its store goes away).
+Bytes encode_verdict(const Result<Settings>& verdict) {
+  const Status& status = verdict.status();
+  Bytes bytes{static_cast<uint8_t>(status.code())};
+  const Bytes text = verdict.ok() ? encode(verdict.value())
+                                  : Bytes(status.message().begin(), status.message().end());
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  return bytes;
+}
+
+Result<Settings> decode_verdict(const Bytes& bytes) {
+  if (bytes.empty()) return Settings{};
+  if (bytes[0] == PG_OK) return decode(Bytes(bytes.begin() + 1, bytes.end()));
+  return Status(static_cast<pg_status_t>(bytes[0]), std::string(bytes.begin() + 1, bytes.end()));
+}
+
+// Publishes rank 0's verdict and, when it is a failure, keeps rank 0 (which may host the
+// store) up until every rank that came has read it, or briefly.
+Result<Settings> publish_verdict(Store& store, const std::string& prefix,
+                                 const Result<Settings>& verdict, int readers, Millis grace) {
+  PG_RETURN_IF_ERROR(store.set(prefix + "verdict", encode_verdict(verdict)));
+  if (verdict.ok()) return verdict;
+  const Deadline read_by = Deadline::after(grace);
+  for (;;) {
+    auto read = store.add(prefix + "read", 0);
+    if (!read.ok() || *read >= readers || read_by.expired()) break;
+    std::this_thread::sleep_for(Millis(5));
   }
-  return "(unset)";
+  return verdict;
 }
 
 // "PROCGROUP_DEBUG differs between ranks: rank 0 has 'off', rank 1 has 'detail'", or ""
-// when every rank has rank 0's settings.
-std::string differences(const std::vector<Settings>& all) {
+// when every rank has rank 0's values for names.
+std::string differences(const std::vector<Settings>& all, const std::vector<std::string>& names) {
   std::string text;
-  for (const auto& [name, ours] : all[0]) {
+  for (const std::string& name : names) {
+    const std::string ours = setting_value(all[0], name);
     std::map<std::string, std::vector<int>> ranks_by_value;
     for (size_t r = 0; r < all.size(); ++r)
-      ranks_by_value[value_of(all[r], name)].push_back(int(r));
+      ranks_by_value[setting_value(all[r], name)].push_back(int(r));
     if (ranks_by_value.size() == 1) continue;
     std::string who;
     auto add = [&](const std::string& value) {
@@ -129,22 +126,36 @@ Status never_joined(Store& store, const std::string& prefix, int first, int size
 
 }  // namespace
 
-Status check_settings_agree(Store& store, const std::string& prefix, int rank, int size,
-                            const Settings& mine, Deadline deadline) {
-  if (size <= 1) return ok_status();
+std::string setting_value(const Settings& settings, std::string_view name) {
+  for (const auto& [n, v] : settings) {
+    if (n == name) return v;
+  }
+  return "(unset)";
+}
+
+Status check_alike(const std::vector<Settings>& all, const std::vector<std::string>& names) {
+  const std::string diff = all.empty() ? std::string() : differences(all, names);
+  if (diff.empty()) return ok_status();
+  return make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)", diff);
+}
+
+Result<Settings> agree_on_settings(Store& store, const std::string& prefix, int rank, int size,
+                                   const Settings& mine, Deadline deadline,
+                                   const SettingsVerdict& verdict) {
+  if (size <= 1) return verdict({mine});
   const std::string verdict_key = prefix + "verdict";
   if (rank != 0) {
     PG_RETURN_IF_ERROR(store.set(prefix + std::to_string(rank), encode(mine)));
     (void)store.add(prefix + "joined", 1);  // only counted, for rank 0's timeout message
     // A little past the deadline: rank 0 publishes its own timeout just after it.
-    auto verdict = store.get(verdict_key, deadline.remaining() + kVerdictSlack);
-    if (!verdict.ok())
-      return verdict.status().with_context("waiting for rank 0 to compare the ranks' settings");
-    Status status = decode_verdict(*verdict);
-    if (status.ok()) return status;
+    auto published = store.get(verdict_key, deadline.remaining() + kVerdictSlack);
+    if (!published.ok())
+      return published.status().with_context("waiting for rank 0 to compare the ranks' settings");
+    Result<Settings> decided = decode_verdict(*published);
+    if (decided.ok()) return decided;
     (void)store.add(prefix + "read", 1);  // rank 0 may stop hosting the store now
-    if (status.code() == PG_ERR_CONFIG) return status;
-    return status.with_context("rank 0 gave up waiting for the others");
+    if (decided.status().code() == PG_ERR_CONFIG) return decided;
+    return decided.status().with_context("rank 0 gave up waiting for the others");
   }
   std::vector<Settings> all{mine};
   for (int r = 1; r < size; ++r) {
@@ -158,18 +169,16 @@ Status check_settings_agree(Store& store, const std::string& prefix, int rank, i
             ? never_joined(store, prefix, r, size, theirs.status())
             : theirs.status().with_context(fmt::format("waiting for rank {}'s settings", r));
     auto came = store.add(prefix + "joined", 0);  // the ranks waiting for a verdict
-    Status published = publish_verdict(store, prefix, failure, came.ok() ? int(*came) : 0,
-                                       kVerdictSlack);
+    Result<Settings> published =
+        publish_verdict(store, prefix, failure, came.ok() ? int(*came) : 0, kVerdictSlack);
     (void)published;
     return failure;
   }
-  const std::string diff = differences(all);
-  if (diff.empty()) return publish_verdict(store, prefix, ok_status(), 0, Millis(0));
+  Result<Settings> decided = verdict(all);
+  if (decided.ok()) return publish_verdict(store, prefix, decided, 0, Millis(0));
   // Rank 0 may host the store: keep it up until every rank read why (or briefly).
-  return publish_verdict(
-      store, prefix,
-      make_error(PG_ERR_CONFIG, "{} (set them alike on every rank)", diff), size - 1,
-      std::min(kReadGrace, deadline.remaining()));
+  return publish_verdict(store, prefix, decided, size - 1,
+                         std::min(kReadGrace, deadline.remaining()));
 }
 
 }  // namespace procgroup::detail
