@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Only what the job runs (about a third of the build; scripts/test.sh builds the rest). The
 # backend plugins are dlopen'ed, not linked: fashion_mnist and collbench depend on the ones
-# they load by default (gloo; nccl for --device cuda), and PROCGROUP_BACKEND=NAME adds NAME's.
+# they load by default (ucx where built, else gloo; nccl for --device cuda), and
+# PROCGROUP_BACKEND=NAME adds NAME's (PROCGROUP_BACKEND=gloo runs the job on gloo).
 targets=(pgrun fashion_mnist collbench)
 if [[ -n ${PROCGROUP_BACKEND:-} && $PROCGROUP_BACKEND != */* && $PROCGROUP_BACKEND != *.so ]]; then
   targets+=("procgroup_backend_$PROCGROUP_BACKEND")
