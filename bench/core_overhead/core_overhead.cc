@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto negotiate = reinterpret_cast<pg_backend_negotiate_fn>(dlsym(dl, "pg_backend_negotiate"));
-  pg_host_services_t host = {sizeof(host),   0,           nullptr,   host_log,
-                             host_set_error, host_reduce, host_scale};
+  pg_host_services_t host = {sizeof(host),   0,           nullptr,    host_log,
+                             host_set_error, host_reduce, host_scale, nullptr};
   pg_host_store_t store = {sizeof(store), 0, nullptr, kv_set, kv_get, kv_free, kv_add, kv_remove};
   pg_backend_negotiate_in_t in = {sizeof(in), 1, 1, 0, &host};
   pg_backend_negotiate_out_t out{};

@@ -33,8 +33,8 @@ pg_status_t host_reduce(void*, void*, const void*, uint64_t, pg_dtype_t, pg_redu
 pg_status_t host_scale_down(void*, void*, uint64_t, pg_dtype_t, uint64_t) {
   return PG_ERR_UNSUPPORTED;
 }
-const pg_host_services_t kHost = {
-    sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error, host_reduce, host_scale_down};
+const pg_host_services_t kHost = {sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error,
+                                  host_reduce, host_scale_down, nullptr};
 
 std::vector<std::string> plugins() {
   std::set<std::string> found;

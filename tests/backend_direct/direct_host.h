@@ -107,7 +107,8 @@ inline const pg_host_services_t* test_host() {
                                           &internal::host_log,
                                           &internal::host_set_error,
                                           &internal::host_reduce,
-                                          &internal::host_scale_down};
+                                          &internal::host_scale_down,
+                                          nullptr};  // no reduce_to: plugins use reduce
   return &host;
 }
 

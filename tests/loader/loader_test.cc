@@ -40,8 +40,8 @@ void host_log(void*, int32_t level, const char* backend, const char* message) {
 // As the core's host does: the message becomes this thread's last error.
 void host_set_error(void*, const char* message) { set_last_error(message); }
 
-const pg_host_services_t kHost = {
-    sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error, nullptr, nullptr};
+const pg_host_services_t kHost = {sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error,
+                                  nullptr, nullptr, nullptr};
 
 std::string real(const std::string& path) { return fs::canonical(path).string(); }
 

@@ -36,8 +36,19 @@ pg_status_t host_scale_down(void*, void* data, uint64_t count, pg_dtype_t dtype,
   return c_guard("host scale_down", [&] { return scale_down(data, count, dtype, divisor); });
 }
 
-const pg_host_services_t kHostServices = {
-    sizeof(pg_host_services_t), 0, nullptr, host_log, host_set_error, host_reduce, host_scale_down};
+pg_status_t host_reduce_to(void*, void* out, const void* a, const void* b, uint64_t count,
+                           pg_dtype_t dtype, pg_reduce_op_t op) noexcept {
+  return c_guard("host reduce_to", [&] { return reduce_to(out, a, b, count, dtype, op); });
+}
+
+const pg_host_services_t kHostServices = {sizeof(pg_host_services_t),
+                                          0,
+                                          nullptr,
+                                          host_log,
+                                          host_set_error,
+                                          host_reduce,
+                                          host_scale_down,
+                                          host_reduce_to};
 
 HostStore* self(void* ctx) { return static_cast<HostStore*>(ctx); }
 

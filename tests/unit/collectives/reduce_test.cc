@@ -1,6 +1,7 @@
 // Reduction kernels against a scalar reference, and scale_down. 16-bit floats are checked
 // against a correctly rounded result computed independently (double arithmetic, then the
-// nearest representable value found by search in a table of all 65536 encodings).
+// nearest representable value found by search in a table of all 65536 encodings). Counts
+// cover the vector bodies and tails of every kernel (AVX-512, AVX2/F16C, the f16 blocks).
 #include "collectives/reduce.h"
 
 #include <gtest/gtest.h>
@@ -120,6 +121,17 @@ Bytes reference(pg_dtype_t dtype, pg_reduce_op_t op, const Bytes& x, const Bytes
   return out;
 }
 
+// reduce_to(out, a, b) gives the same bytes as reduce_into(a, b) wherever out is: a third
+// buffer, a (in place) or b (the other operand's place, a still on the left).
+void expect_reduce_to_agrees(pg_dtype_t dtype, pg_reduce_op_t op, uint64_t count, const Bytes& x,
+                             const Bytes& y, const Bytes& expected) {
+  Bytes out(x.size(), 0xCD), into_b = y;
+  ASSERT_TRUE(reduce_to(out.data(), x.data(), y.data(), count, dtype, op).ok());
+  ASSERT_TRUE(reduce_to(into_b.data(), x.data(), into_b.data(), count, dtype, op).ok());
+  EXPECT_EQ(out, expected) << describe(dtype, op) << " count " << count << " (third buffer)";
+  EXPECT_EQ(into_b, expected) << describe(dtype, op) << " count " << count << " (out == b)";
+}
+
 TEST(ReduceInto, EveryDtypeAndOpMatchesScalarReference) {
   uint64_t state = 12345;
   for (pg_dtype_t dtype : kAllDtypes) {
@@ -133,6 +145,7 @@ TEST(ReduceInto, EveryDtypeAndOpMatchesScalarReference) {
           if (i % 5 == 0) std::memcpy(&y[i * elem], &x[i * elem], elem);  // equal operands
         }
         const Bytes expected = reference(dtype, op, x, y);
+        expect_reduce_to_agrees(dtype, op, count, x, y, expected);
         const Bytes y_before = y;
         ASSERT_TRUE(reduce_into(x.data(), y.data(), count, dtype, op).ok());
         EXPECT_EQ(y, y_before) << "the input operand was modified";
@@ -177,6 +190,74 @@ TEST(ReduceInto, MinMaxPropagateNan) {
     ASSERT_TRUE(reduce_into(h, g, 2, PG_DTYPE_F16, op).ok());
     EXPECT_TRUE(std::isnan(half_to_float(h[0])) && std::isnan(half_to_float(h[1])));
   }
+}
+
+// The left operand wins ties, so the order ranks combine in decides +0 vs -0, in the vector
+// body and in the tail, for every floating dtype and every aliasing.
+TEST(ReduceTo, MinMaxTiesKeepTheLeftOperand) {
+  constexpr uint64_t kCount = 37;
+  for (pg_dtype_t dtype : {PG_DTYPE_F32, PG_DTYPE_F64, PG_DTYPE_F16, PG_DTYPE_BF16}) {
+    const size_t elem = dtype_size(dtype);
+    Bytes plus(kCount * elem), minus(kCount * elem);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      store(dtype, plus.data(), i, 0.0);
+      store(dtype, minus.data(), i, -0.0);
+    }
+    for (pg_reduce_op_t op : {PG_REDUCE_MIN, PG_REDUCE_MAX}) {
+      Bytes out(plus.size()), in_b = minus, in_a = plus;
+      ASSERT_TRUE(reduce_to(out.data(), plus.data(), minus.data(), kCount, dtype, op).ok());
+      ASSERT_TRUE(reduce_to(in_b.data(), plus.data(), in_b.data(), kCount, dtype, op).ok());
+      ASSERT_TRUE(reduce_to(in_a.data(), in_a.data(), minus.data(), kCount, dtype, op).ok());
+      EXPECT_EQ(out, plus) << describe(dtype, op);
+      EXPECT_EQ(in_b, plus) << describe(dtype, op);
+      EXPECT_EQ(in_a, plus) << describe(dtype, op);
+      ASSERT_TRUE(reduce_to(out.data(), minus.data(), plus.data(), kCount, dtype, op).ok());
+      EXPECT_EQ(out, minus) << describe(dtype, op);
+    }
+  }
+}
+
+// NaN in either operand, in the F16C body (8 at a time) and the scalar tail, for f16 and bf16.
+TEST(ReduceTo, HalfTypesPropagateNanInBodyAndTail) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr uint64_t kCount = 19;
+  for (pg_dtype_t dtype : {PG_DTYPE_F16, PG_DTYPE_BF16}) {
+    Bytes a(kCount * 2), b(kCount * 2), out(kCount * 2);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      store(dtype, a.data(), i, i % 3 == 0 ? nan : 1.0);
+      store(dtype, b.data(), i, i % 3 == 1 ? nan : (i % 2 ? 3.0 : -1.0));
+    }
+    for (pg_reduce_op_t op : kAllOps) {
+      ASSERT_TRUE(reduce_to(out.data(), a.data(), b.data(), kCount, dtype, op).ok());
+      for (uint64_t i = 0; i < kCount; ++i) {
+        const double x = load(dtype, a.data(), i), y = load(dtype, b.data(), i);
+        const double got = load(dtype, out.data(), i);
+        if (std::isnan(x) || std::isnan(y)) {
+          EXPECT_TRUE(std::isnan(got)) << describe(dtype, op) << " element " << i;
+          continue;
+        }
+        const double want = op == PG_REDUCE_MIN   ? std::min(x, y)
+                            : op == PG_REDUCE_MAX ? std::max(x, y)
+                            : op == PG_REDUCE_PROD ? x * y
+                                                   : x + y;
+        EXPECT_EQ(got, want) << describe(dtype, op) << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(ReduceTo, InvalidArguments) {
+  float a[1] = {1}, b[1] = {2}, out[1] = {7};
+  EXPECT_EQ(reduce_to(out, a, b, 1, PG_DTYPE_INVALID, PG_REDUCE_SUM).code(),
+            PG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(reduce_to(out, a, b, 1, PG_DTYPE_F32, PG_REDUCE_COUNT_).code(),
+            PG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(reduce_to(nullptr, a, b, 1, PG_DTYPE_F32, PG_REDUCE_SUM).code(),
+            PG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(reduce_to(out, a, nullptr, 1, PG_DTYPE_F32, PG_REDUCE_SUM).code(),
+            PG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(reduce_to(nullptr, nullptr, nullptr, 0, PG_DTYPE_F32, PG_REDUCE_SUM).ok());
+  EXPECT_EQ(out[0], 7.0f);
 }
 
 TEST(ReduceInto, InvalidDtypeOrOp) {
@@ -243,6 +324,39 @@ TEST(ScaleDown, IntegersTruncateTowardZero) {
   int64_t big[1] = {std::numeric_limits<int64_t>::min()};
   ASSERT_TRUE(scale_down(big, 1, PG_DTYPE_I64, uint64_t{1} << 63).ok());
   EXPECT_EQ(big[0], 0);
+}
+
+// 8- and 32-bit integers divide through double (vectorised): exact against integer division
+// for every i8/u8 value and i32 extremes, with divisors up to and beyond the type's range.
+TEST(ScaleDown, IntegersThroughDoubleMatchIntegerDivision) {
+  const uint64_t divisors[] = {2, 3, 7, 127, 128, 255, 256, 1000, 65537, 2147483647,
+                               2147483648, uint64_t{1} << 40, (uint64_t{1} << 63) + 1};
+  std::vector<int64_t> values;
+  for (int v = -128; v < 256; ++v) values.push_back(v);
+  for (int64_t v : {int64_t{INT32_MIN}, int64_t{INT32_MIN} + 1, int64_t{INT32_MAX},
+                    int64_t{INT32_MAX} - 1, int64_t{1} << 30, -(int64_t{1} << 30) - 7})
+    values.push_back(v);
+  for (uint64_t d : divisors) {
+    std::vector<int8_t> i8;
+    std::vector<uint8_t> u8;
+    std::vector<int32_t> i32;
+    for (int64_t v : values) {
+      if (v >= -128 && v < 128) i8.push_back(static_cast<int8_t>(v));
+      if (v >= 0 && v < 256) u8.push_back(static_cast<uint8_t>(v));
+      i32.push_back(static_cast<int32_t>(v));
+    }
+    const auto i8_0 = i8;
+    const auto u8_0 = u8;
+    const auto i32_0 = i32;
+    ASSERT_TRUE(scale_down(i8.data(), i8.size(), PG_DTYPE_I8, d).ok());
+    ASSERT_TRUE(scale_down(u8.data(), u8.size(), PG_DTYPE_U8, d).ok());
+    ASSERT_TRUE(scale_down(i32.data(), i32.size(), PG_DTYPE_I32, d).ok());
+    // |value| < 2^31 < d means 0; otherwise d fits int64.
+    auto quotient = [&](int64_t v) { return d > (uint64_t{1} << 62) ? 0 : v / static_cast<int64_t>(d); };
+    for (size_t i = 0; i < i8.size(); ++i) ASSERT_EQ(i8[i], quotient(i8_0[i])) << int{i8_0[i]} << "/" << d;
+    for (size_t i = 0; i < u8.size(); ++i) ASSERT_EQ(u8[i], quotient(u8_0[i])) << int{u8_0[i]} << "/" << d;
+    for (size_t i = 0; i < i32.size(); ++i) ASSERT_EQ(i32[i], quotient(i32_0[i])) << i32_0[i] << "/" << d;
+  }
 }
 
 TEST(ScaleDown, InvalidArguments) {
