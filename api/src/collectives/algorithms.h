@@ -39,4 +39,15 @@ Status fallback_scatter(Transport& t, const CollectiveArgs& a);
 Status fallback_alltoall(Transport& t, const CollectiveArgs& a);
 Status fallback_barrier(Transport& t, const CollectiveArgs& a);
 
+// The algorithm for each operation, indexed by pg_op_t; NULL where the core cannot emulate
+// (send, recv). Must match the op table's `emulated` (checked in dispatch.cc).
+using FallbackAlgorithm = Status (*)(Transport&, const CollectiveArgs&);
+inline constexpr FallbackAlgorithm kFallbacks[PG_OP_COUNT_] = {
+    fallback_allreduce, fallback_broadcast, fallback_reduce,   fallback_allgather,
+    fallback_reduce_scatter, fallback_gather, fallback_scatter, fallback_alltoall,
+    fallback_barrier,
+    nullptr,  // send
+    nullptr,  // recv
+};
+
 }  // namespace procgroup::detail

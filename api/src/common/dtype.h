@@ -1,23 +1,21 @@
-// Facts about the ABI's enumerations: element sizes and printable names.
+// Facts about the ABI's enumerations (element sizes, printable names), for the library's
+// own code under its usual namespace. The one definition is the backend kit's
+// (procgroup/backend_kit/dtype.hpp and op_table.hpp), shared with the plugins.
 #pragma once
 
-#include <cstddef>
-
+#include "procgroup/backend_kit/dtype.hpp"
+#include "procgroup/backend_kit/op_table.hpp"
 #include "procgroup/procgroup.h"
 
 namespace procgroup::detail {
 
-// Bytes per element; 0 for an invalid dtype.
-size_t dtype_size(pg_dtype_t dtype);
-bool dtype_valid(pg_dtype_t dtype);
-bool dtype_is_floating(pg_dtype_t dtype);
-// "f32", "bf16", ...; "invalid(N)" otherwise (static storage for valid ones).
-const char* dtype_name(pg_dtype_t dtype);
-// "sum", "avg", ...
-const char* reduce_op_name(pg_reduce_op_t op);
-bool reduce_op_valid(pg_reduce_op_t op);
-// "allreduce", "reduce_scatter", ...
-const char* op_name(pg_op_t op);
-const char* device_name(pg_device_type_t device);
+using kit::device_name;        // "cpu", "cuda"
+using kit::dtype_is_floating;
+using kit::dtype_name;         // "f32", "bf16", ...; "invalid" otherwise
+using kit::dtype_size;         // bytes per element; 0 for an invalid dtype
+using kit::dtype_valid;
+using kit::op_name;            // "allreduce", "reduce_scatter", ...; "invalid" otherwise
+using kit::reduce_op_name;     // "sum", "avg", ...
+using kit::reduce_op_valid;
 
 }  // namespace procgroup::detail

@@ -1,5 +1,6 @@
 #include "core/backend_transport.h"
 
+#include "common/dtype.h"
 #include "core/group.h"
 #include "core/plugin_call.h"
 
@@ -59,13 +60,13 @@ Result<Request> BackendTransport::post(pg_op_t op, int peer, void* data, size_t 
   buffer.count = bytes;
   buffer.dtype = PG_DTYPE_U8;
   (op == PG_OP_SEND ? request.input : request.output) = buffer;
-  pg_backend_op_fn entry = op == PG_OP_SEND ? plugin.ops->send : plugin.ops->recv;
+  request.block_count = bytes;  // the plan of a send/recv: its buffer's count, never in place
+  pg_backend_op_fn entry = kit::table_entry(*plugin.ops, op);
   pg_backend_work_t work = nullptr;
-  Status status = call_plugin(plugin.name, op == PG_OP_SEND ? "send" : "recv",
+  Status status = call_plugin(plugin.name, op_name(op),
                               [&] { return entry(group_.backend_group(), &request, &work); });
-  std::string what =
-      fmt::format("{} of {} bytes {} rank {} (tag {:#x})", op == PG_OP_SEND ? "send" : "recv",
-                  bytes, op == PG_OP_SEND ? "to" : "from", peer, tag);
+  std::string what = fmt::format("{} of {} bytes {} rank {} (tag {:#x})", op_name(op), bytes,
+                                 op == PG_OP_SEND ? "to" : "from", peer, tag);
   if (!status.ok()) return status.with_context(what);
   return Request(std::make_unique<BackendIo>(plugin, work, deadline_, std::move(what)));
 }

@@ -7,40 +7,21 @@
 #include "core/fingerprint.h"
 #include "core/handles.h"
 #include "core/plugin_call.h"
+#include "procgroup/backend_kit/op_table.hpp"
 
 namespace procgroup::detail {
 namespace {
 
-using Algorithm = Status (*)(Transport&, const CollectiveArgs&);
-
-Algorithm fallback_for(pg_op_t op) {
-  switch (op) {
-    case PG_OP_ALLREDUCE: return fallback_allreduce;
-    case PG_OP_BROADCAST: return fallback_broadcast;
-    case PG_OP_REDUCE: return fallback_reduce;
-    case PG_OP_ALLGATHER: return fallback_allgather;
-    case PG_OP_REDUCE_SCATTER: return fallback_reduce_scatter;
-    case PG_OP_GATHER: return fallback_gather;
-    case PG_OP_SCATTER: return fallback_scatter;
-    case PG_OP_ALLTOALL: return fallback_alltoall;
-    case PG_OP_BARRIER: return fallback_barrier;
-    default: return nullptr;
+// Every operation the op table says the core emulates has its algorithm, and only those.
+constexpr bool fallbacks_match_table() {
+  for (const kit::OpInfo& info : kit::kOps) {
+    if ((kFallbacks[info.op] != nullptr) != info.emulated) return false;
   }
+  return true;
 }
-
-pg_backend_op_fn entry_for(const pg_backend_ops_t& ops, pg_op_t op) {
-  const pg_backend_op_fn entries[PG_OP_COUNT_] = {
-      ops.allreduce,      ops.broadcast, ops.reduce,  ops.allgather,
-      ops.reduce_scatter, ops.gather,    ops.scatter, ops.alltoall,
-      ops.barrier,        ops.send,      ops.recv};
-  return op >= 0 && op < PG_OP_COUNT_ ? entries[op] : nullptr;
-}
+static_assert(fallbacks_match_table(), "kFallbacks and kit::kOps disagree on `emulated`");
 
 bool has_bit(uint32_t mask, int bit) { return (mask >> bit) & 1u; }
-
-bool reduces(pg_op_t op) {
-  return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
-}
 
 // How an operation will run on this backend.
 struct Route {
@@ -50,10 +31,11 @@ struct Route {
 };
 
 bool native_ok(const Plugin& p, const OpArgs& a) {
-  if (entry_for(*p.ops, a.op) == nullptr || !has_bit(p.native_ops, a.op)) return false;
+  const kit::OpInfo& info = kit::op_info(a.op);
+  if (kit::table_entry(*p.ops, a.op) == nullptr || !has_bit(p.native_ops, a.op)) return false;
   if (a.op == PG_OP_BARRIER) return true;
-  if (a.op != PG_OP_SEND && a.op != PG_OP_RECV && !has_bit(p.native_dtypes, a.dtype)) return false;
-  return !reduces(a.op) || has_bit(p.native_reduce_ops, a.options.reduce_op);
+  if (!info.p2p && !has_bit(p.native_dtypes, a.dtype)) return false;
+  return !info.reducing || has_bit(p.native_reduce_ops, a.options.reduce_op);
 }
 
 Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
@@ -65,7 +47,8 @@ Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
                       device_name(args.device),
                       args.device == PG_DEVICE_CUDA ? "; use PROCGROUP_BACKEND=nccl for CUDA" : "");
   if (native_ok(p, args)) return route;
-  if (reduces(args.op) && args.options.reduce_op == PG_REDUCE_AVG && args.device == PG_DEVICE_CPU) {
+  if (kit::op_info(args.op).reducing && args.options.reduce_op == PG_REDUCE_AVG &&
+      args.device == PG_DEVICE_CPU) {
     route.args.options.reduce_op = PG_REDUCE_SUM;
     route.scale_after = true;
     if (native_ok(p, route.args)) return route;
@@ -78,6 +61,7 @@ Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
       tiny.op = PG_OP_ALLREDUCE;
       tiny.dtype = dtype;
       tiny.n = 1;
+      tiny.in_place = true;  // submit_native gives it one element of scratch as both buffers
       if (native_ok(p, tiny)) return Route{Route::kNative, tiny, false};
     }
   }
@@ -86,29 +70,13 @@ Result<Route> choose_route(const Plugin& p, const OpArgs& args) {
                       "backend '{}' has no native {} for {} on {} buffers and the core can only "
                       "emulate operations on CPU buffers",
                       p.name, op_name(args.op), dtype_name(args.dtype), device_name(args.device));
-  if (args.op == PG_OP_SEND || args.op == PG_OP_RECV || p.ops->send == nullptr ||
-      p.ops->recv == nullptr || !has_bit(p.native_ops, PG_OP_SEND) ||
-      !has_bit(p.native_ops, PG_OP_RECV))
+  if (!kit::op_info(args.op).emulated || p.ops->send == nullptr || p.ops->recv == nullptr ||
+      !has_bit(p.native_ops, PG_OP_SEND) || !has_bit(p.native_ops, PG_OP_RECV))
     return make_error(PG_ERR_UNSUPPORTED,
                       "backend '{}' does not support {} ({}) and offers no send/recv to emulate it",
                       p.name, op_name(args.op), describe(args));
   route.kind = Route::kEmulated;
   return route;
-}
-
-pg_backend_op_t to_backend_op(const OpArgs& a, uint64_t seq, Deadline deadline) {
-  pg_backend_op_t op{};
-  op.struct_size = sizeof(op);
-  op.op = a.op;
-  op.reduce_op = a.options.reduce_op;
-  op.root = a.options.root;
-  op.peer = a.options.peer;
-  op.tag = static_cast<uint64_t>(a.options.tag);
-  op.seq = seq;
-  op.timeout_ms = deadline.remaining(Millis(INT64_MAX / 2)).count();
-  op.input = a.input;
-  op.output = a.output;
-  return op;
 }
 
 // The rank-local scaling that completes an AVG computed as SUM.
@@ -127,7 +95,7 @@ Status run_emulated(GroupState& group, const OpArgs& a, uint64_t seq, Deadline d
   c.reduce_op = a.options.reduce_op;
   c.root = a.options.root;
   c.tag_base = PG_BACKEND_RESERVED_TAG_BASE + seq * kTagsPerCollective;
-  return fallback_for(a.op)(transport, c);
+  return kFallbacks[a.op](transport, c);
 }
 
 // Submits natively; the backend work is adopted by *work.
@@ -142,11 +110,11 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
     args.input = pg_buffer_cpu(scratch.get(), 1, args.dtype);
     args.output = args.input;
   }
-  pg_backend_op_t op = to_backend_op(args, seq, deadline);
+  pg_backend_op_t op = backend_op_of(args, seq, deadline.remaining(Millis(INT64_MAX / 2)).count());
   pg_backend_work_t backend_work = nullptr;
   trace_op_started(group.timeline(), work.trace());
   PG_RETURN_IF_ERROR(call_plugin(p.name, op_name(args.op), [&] {
-    return entry_for(*p.ops, args.op)(group.backend_group(), &op, &backend_work);
+    return kit::table_entry(*p.ops, args.op)(group.backend_group(), &op, &backend_work);
   }));
   std::function<Status()> on_success;  // empty in the common case: nothing to allocate
   if (route.scale_after) {
@@ -164,7 +132,7 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
 Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkState>* work) {
   PG_RETURN_IF_ERROR(group.check_usable());
   PG_ASSIGN_OR_RETURN(Route route, choose_route(group.plugin(), args));
-  const bool p2p = args.op == PG_OP_SEND || args.op == PG_OP_RECV;
+  const bool p2p = kit::op_info(args.op).p2p;
   const uint64_t seq = p2p ? 0 : group.next_seq();
   const bool check = group.debug_detail() && !p2p;
   Millis timeout = args.options.timeout_ms > 0 ? Millis(args.options.timeout_ms) : group.timeout();
@@ -194,8 +162,7 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
       for (auto& earlier : before) {
         // Point-to-point works are not waited for: a recv posted before a collective may
         // match a send the peer issues only after it.
-        const pg_op_t earlier_op = earlier->label().args.op;
-        if (earlier_op == PG_OP_SEND || earlier_op == PG_OP_RECV) continue;
+        if (kit::op_info(earlier->label().args.op).p2p) continue;
         Status s = earlier->wait(deadline);
         if (!s.ok() && s.code() != PG_PENDING) break;  // its failure already failed the group
       }

@@ -7,6 +7,7 @@
 #include "common/dtype.h"
 #include "core/backend_transport.h"
 #include "core/group.h"
+#include "procgroup/backend_kit/op_table.hpp"
 
 namespace procgroup::detail {
 namespace {
@@ -15,23 +16,16 @@ namespace {
 // issue order, so ranks whose sequence numbers drifted apart still pair up and can say so.
 constexpr uint64_t kFingerprintTags = PG_BACKEND_RESERVED_TAG_BASE + (uint64_t{1} << 61);
 
-bool rooted(int64_t op) {
-  return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER ||
-         op == PG_OP_SCATTER;
-}
-bool reducing(int64_t op) {
-  return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
-}
-
 }  // namespace
 
 Fingerprint fingerprint_of(const OpArgs& a, uint64_t seq) {
+  const kit::OpInfo& info = kit::op_info(a.op);
   return Fingerprint{static_cast<int64_t>(seq),
                      a.op,
                      a.op == PG_OP_BARRIER ? -1 : a.dtype,
                      a.op == PG_OP_BARRIER ? -1 : static_cast<int64_t>(a.n),
-                     rooted(a.op) ? a.options.root : -1,
-                     reducing(a.op) ? a.options.reduce_op : -1,
+                     info.rooted ? a.options.root : -1,
+                     info.reducing ? a.options.reduce_op : -1,
                      a.device,
                      0};
 }

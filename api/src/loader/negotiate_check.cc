@@ -1,36 +1,15 @@
 #include "loader/negotiate_check.h"
 
 #include <cstring>
-#include <iterator>
 #include <utility>
+
+#include "procgroup/backend_kit/op_table.hpp"
 
 namespace procgroup::detail {
 namespace {
 
 // Longer descriptions are cut: they only ever end up in log lines.
 constexpr size_t kMaxDescriptionLength = 1024;
-
-struct NamedEntry {
-  const char* name;
-  pg_backend_op_fn pg_backend_ops_t::*entry;
-  pg_op_t op;
-};
-
-// Indexed like pg_op_t, as the table itself is.
-constexpr NamedEntry kOpEntries[] = {
-    {"allreduce", &pg_backend_ops_t::allreduce, PG_OP_ALLREDUCE},
-    {"broadcast", &pg_backend_ops_t::broadcast, PG_OP_BROADCAST},
-    {"reduce", &pg_backend_ops_t::reduce, PG_OP_REDUCE},
-    {"allgather", &pg_backend_ops_t::allgather, PG_OP_ALLGATHER},
-    {"reduce_scatter", &pg_backend_ops_t::reduce_scatter, PG_OP_REDUCE_SCATTER},
-    {"gather", &pg_backend_ops_t::gather, PG_OP_GATHER},
-    {"scatter", &pg_backend_ops_t::scatter, PG_OP_SCATTER},
-    {"alltoall", &pg_backend_ops_t::alltoall, PG_OP_ALLTOALL},
-    {"barrier", &pg_backend_ops_t::barrier, PG_OP_BARRIER},
-    {"send", &pg_backend_ops_t::send, PG_OP_SEND},
-    {"recv", &pg_backend_ops_t::recv, PG_OP_RECV},
-};
-static_assert(std::size(kOpEntries) == PG_OP_COUNT_);
 
 // Keeps the known bits of one capability mask. ~0u is the idiom the header's own example
 // uses for "everything", so it is taken silently; other unknown bits (a newer plugin's
@@ -62,8 +41,8 @@ Status check_required_entries(const pg_backend_ops_t& ops) {
   // or all the collectives itself; anything in between leaves something impossible.
   const bool has_p2p = ops.send != nullptr && ops.recv != nullptr;
   std::string missing_collectives;
-  for (const NamedEntry& e : kOpEntries) {
-    if (e.op == PG_OP_SEND || e.op == PG_OP_RECV || ops.*e.entry != nullptr) continue;
+  for (const kit::OpInfo& e : kit::kOps) {
+    if (!e.emulated || ops.*e.slot != nullptr) continue;
     missing_collectives += missing_collectives.empty() ? "" : ", ";
     missing_collectives += e.name;
   }
@@ -129,8 +108,8 @@ Result<NegotiatedBackend> check_negotiation(const pg_backend_negotiate_out_t& ou
     result.work_on_complete = ops.work_on_complete;
 
   uint32_t present_ops = 0;
-  for (const NamedEntry& e : kOpEntries) {
-    if (ops.*e.entry != nullptr) present_ops |= 1u << e.op;
+  for (const kit::OpInfo& e : kit::kOps) {
+    if (ops.*e.slot != nullptr) present_ops |= 1u << e.op;
   }
   result.native_ops = mask_capability("native_ops", out.native_ops, kKnownOpsMask, result.warnings);
   if (out.native_ops == ~0u) {

@@ -42,9 +42,9 @@ TEST(KitDtype, ConvertersRoundToNearestEvenAndKeepSpecials) {
   static_assert(half_to_float(0x3e00) == 1.5f);
   static_assert(float_to_half(1.5f) == 0x3e00);
   EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);             // rounds past the largest: Inf
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);            // rounds past the largest: Inf
   EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);  // half way: to even
-  EXPECT_EQ(half_to_float(0x0001), 0x1p-24f);             // smallest subnormal
+  EXPECT_EQ(half_to_float(0x0001), 0x1p-24f);            // smallest subnormal
   const uint16_t nan_half = float_to_half(__builtin_nanf(""));
   EXPECT_TRUE((nan_half & 0x7c00) == 0x7c00 && (nan_half & 0x3ff) != 0) << nan_half;  // not Inf
   EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), 0x3f80);  // half way: to even
@@ -61,9 +61,9 @@ TEST(KitDtype, ConvertersRoundToNearestEvenAndKeepSpecials) {
 TEST(KitOps, TableIsIndexedByOpAndPointsAtTheRightSlots) {
   pg_backend_ops_t ops{};
   const pg_backend_op_fn* slots[PG_OP_COUNT_] = {
-      &ops.allreduce, &ops.broadcast, &ops.reduce,  &ops.allgather, &ops.reduce_scatter,
-      &ops.gather,    &ops.scatter,   &ops.alltoall, &ops.barrier,  &ops.send,
-      &ops.recv};
+      &ops.allreduce,      &ops.broadcast, &ops.reduce,  &ops.allgather,
+      &ops.reduce_scatter, &ops.gather,    &ops.scatter, &ops.alltoall,
+      &ops.barrier,        &ops.send,      &ops.recv};
   std::set<std::string> names;
   for (pg_op_t op = 0; op < PG_OP_COUNT_; ++op) {
     EXPECT_EQ(kOps[op].op, op);
@@ -81,7 +81,8 @@ TEST(KitOps, TableIsIndexedByOpAndPointsAtTheRightSlots) {
     if (info.rooted) rooted.insert(info.op);
     if (info.reducing) reducing.insert(info.op);
   }
-  EXPECT_EQ(rooted, (std::set<pg_op_t>{PG_OP_BROADCAST, PG_OP_REDUCE, PG_OP_GATHER, PG_OP_SCATTER}));
+  EXPECT_EQ(rooted,
+            (std::set<pg_op_t>{PG_OP_BROADCAST, PG_OP_REDUCE, PG_OP_GATHER, PG_OP_SCATTER}));
   EXPECT_EQ(reducing, (std::set<pg_op_t>{PG_OP_ALLREDUCE, PG_OP_REDUCE, PG_OP_REDUCE_SCATTER}));
   EXPECT_EQ(blocks(kOps[PG_OP_ALLGATHER].output_blocks, 3), 3u);
   EXPECT_EQ(blocks(kOps[PG_OP_ALLGATHER].input_blocks, 3), 1u);
@@ -101,8 +102,13 @@ struct OpMaker {
     op.seq = 7;
   }
   pg_buffer_t at(size_t offset, uint64_t count) {
-    return pg_buffer_t{sizeof(pg_buffer_t), PG_DTYPE_F32, storage.data() + offset, count,
-                       PG_DEVICE_CPU, 0, nullptr};
+    return pg_buffer_t{sizeof(pg_buffer_t),
+                       PG_DTYPE_F32,
+                       storage.data() + offset,
+                       count,
+                       PG_DEVICE_CPU,
+                       0,
+                       nullptr};
   }
   const std::byte* ptr(size_t offset) {
     return reinterpret_cast<const std::byte*>(storage.data() + offset);

@@ -75,8 +75,8 @@ inline constexpr OpInfo kOps[PG_OP_COUNT_] = {
      detail::R::kRoot, detail::B::kOne, detail::B::kOne},
     {PG_OP_ALLGATHER, "allgather", &detail::Ops::allgather, true, false, false, false,
      detail::R::kEvery, detail::R::kEvery, detail::B::kOne, detail::B::kWorld},
-    {PG_OP_REDUCE_SCATTER, "reduce_scatter", &detail::Ops::reduce_scatter, true, false, true,
-     false, detail::R::kEvery, detail::R::kEvery, detail::B::kWorld, detail::B::kOne},
+    {PG_OP_REDUCE_SCATTER, "reduce_scatter", &detail::Ops::reduce_scatter, true, false, true, false,
+     detail::R::kEvery, detail::R::kEvery, detail::B::kWorld, detail::B::kOne},
     {PG_OP_GATHER, "gather", &detail::Ops::gather, true, true, false, false, detail::R::kEvery,
      detail::R::kRoot, detail::B::kOne, detail::B::kWorld},
     {PG_OP_SCATTER, "scatter", &detail::Ops::scatter, true, true, false, false, detail::R::kRoot,
@@ -100,9 +100,9 @@ constexpr bool ops_indexed_by_op() {
 static_assert(ops_indexed_by_op(), "kOps must be indexed by pg_op_t");
 
 // What op_info gives for a value outside pg_op_t: no slot, no buffers, name "invalid".
-inline constexpr OpInfo kInvalidOp = {PG_OP_COUNT_, "invalid", nullptr, false, false, false,
-                                      false, Ranks::kNone, Ranks::kNone, Blocks::kOne,
-                                      Blocks::kOne};
+inline constexpr OpInfo kInvalidOp = {PG_OP_COUNT_, "invalid",    nullptr,     false,
+                                      false,        false,        false,       Ranks::kNone,
+                                      Ranks::kNone, Blocks::kOne, Blocks::kOne};
 
 constexpr bool op_valid(pg_op_t op) { return op >= 0 && op < PG_OP_COUNT_; }
 constexpr const OpInfo& op_info(pg_op_t op) { return op_valid(op) ? kOps[op] : kInvalidOp; }

@@ -59,8 +59,8 @@ struct Shape {
   bool in_place = false;
 
   static constexpr pg_buffer_t absent_buffer() {
-    return pg_buffer_t{sizeof(pg_buffer_t), PG_DTYPE_INVALID, nullptr, 0, PG_DEVICE_CPU, 0,
-                       nullptr};
+    return pg_buffer_t{
+        sizeof(pg_buffer_t), PG_DTYPE_INVALID, nullptr, 0, PG_DEVICE_CPU, 0, nullptr};
   }
 };
 
@@ -108,11 +108,13 @@ inline Status check_buffer(const OpLabel& who, const char* which, const pg_buffe
   if (!dtype_valid(b.dtype))
     return detail::invalid(who, buffer + " has invalid dtype " + std::to_string(b.dtype));
   if (b.device_type < 0 || b.device_type >= PG_DEVICE_COUNT_)
-    return detail::invalid(who, buffer + " has invalid device type " + std::to_string(b.device_type));
+    return detail::invalid(who,
+                           buffer + " has invalid device type " + std::to_string(b.device_type));
   if (b.data == nullptr && b.count > 0)
     return detail::invalid(who, buffer + " data is NULL but count is " + std::to_string(b.count));
   if (b.count > (uint64_t{1} << 56))
-    return detail::invalid(who, buffer + " count " + std::to_string(b.count) + " is implausibly large");
+    return detail::invalid(who,
+                           buffer + " count " + std::to_string(b.count) + " is implausibly large");
   return {};
 }
 
@@ -170,14 +172,13 @@ inline Status shape_op(const OpInfo& info, const pg_buffer_t* input, const pg_bu
     s->input = *input;
   } else if (from_output) {
     s->input = *output;
-    s->input.data = output->data == nullptr
-                        ? nullptr
-                        : static_cast<std::byte*>(output->data) + at * es;
+    s->input.data =
+        output->data == nullptr ? nullptr : static_cast<std::byte*>(output->data) + at * es;
     s->input.count = in_blocks * s->n;
   }
   if (input != nullptr && input->count != in_blocks * s->n)
-    return detail::invalid(who, "input count is " + std::to_string(input->count) +
-                                    " but must be " + std::to_string(in_blocks * s->n));
+    return detail::invalid(who, "input count is " + std::to_string(input->count) + " but must be " +
+                                    std::to_string(in_blocks * s->n));
   if (!buffer_present(s->input) || !buffer_present(s->output)) return {};
   // Overlap is only allowed in the exact in-place forms.
   if (info.output_in_input()) {
