@@ -59,6 +59,18 @@ TEST(DefaultBackend, UcxThatFailsToStartOnOneRankMeansGlooOnAll) {
   expect_default(r, "gloo", "ucx failed to start on rank 1: ");
   EXPECT_NE(r.err.find("ucp_init"), std::string::npos) << r.err;
 }
+
+TEST(DefaultBackend, UcxThatCannotConnectAfterTheChoiceIsAnErrorNamingTheDefault) {
+  // UCX_TLS=self starts alone on every rank but reaches no other process: no fallback then,
+  // the error says how to pin gloo (default_backend.h says why).
+  ProcessResult r = run_two({"PROCGROUP_BACKEND=", "UCX_TLS=self"});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("backend 'ucx' was the default (loads and starts on all 2 ranks); "
+                       "PROCGROUP_BACKEND=gloo pins gloo"),
+            std::string::npos)
+      << r.out;
+  EXPECT_LT(r.seconds, 8) << "the ranks must not wait for the 10 s timeout";
+}
 #endif
 
 TEST(DefaultBackend, GlooPinnedByName) {
