@@ -74,7 +74,7 @@ Result<Settings> decide(const std::vector<Settings>& all) {
   }
   if (failing.empty()) {
     const std::string where =
-        all.size() == 1 ? "here (one rank)" : fmt::format("on all {} ranks", all.size());
+        all.size() == 1 ? "on the only rank" : fmt::format("on all {} ranks", all.size());
     return Settings{{kChoiceKey, kPreferred}, {kReasonKey, "loads and starts " + where}};
   }
   return Settings{{kChoiceKey, kFallback}, {kReasonKey, why_not_preferred(all, failing)}};
