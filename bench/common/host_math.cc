@@ -2,22 +2,9 @@
 #include "host_math.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace procgroup::bench {
 namespace {
-
-uint32_t bits_of(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  return x;
-}
-
-float float_of(uint32_t x) {
-  float f;
-  std::memcpy(&f, &x, sizeof(f));
-  return f;
-}
 
 template <typename T>
 T apply(RedOp op, T a, T b) {
@@ -68,55 +55,6 @@ void scale_int(void* data, uint64_t count, uint64_t divisor) {
 
 }  // namespace
 
-uint16_t float_to_half(float value) {
-  const uint32_t x = bits_of(value);
-  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t exp8 = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp8 == 0xffu) return sign | 0x7c00u | (mant != 0 ? 0x200u : 0u);  // inf, quiet NaN
-  const int exp = static_cast<int>(exp8) - 127 + 15;
-  if (exp >= 31) return sign | 0x7c00u;  // too large: inf
-  if (exp <= 0) {                        // subnormal or zero
-    if (exp < -10) return sign;
-    mant |= 0x800000u;
-    const auto shift = static_cast<uint32_t>(14 - exp);
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
-  return static_cast<uint16_t>(sign | h);
-}
-
-float half_to_float(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  uint32_t exp = (bits >> 10) & 0x1fu;
-  uint32_t mant = bits & 0x3ffu;
-  if (exp == 0) {
-    if (mant == 0) return float_of(sign);
-    exp = 127 - 15 + 1;  // normalise the subnormal
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    return float_of(sign | (exp << 23) | ((mant & 0x3ffu) << 13));
-  }
-  if (exp == 31) return float_of(sign | 0x7f800000u | (mant << 13));
-  return float_of(sign | ((exp - 15 + 127) << 23) | (mant << 13));
-}
-
-uint16_t float_to_bf16(float value) {
-  uint32_t x = bits_of(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
-  x += 0x7fffu + ((x >> 16) & 1u);  // round half to even
-  return static_cast<uint16_t>(x >> 16);
-}
-
-float bf16_to_float(uint16_t bits) { return float_of(static_cast<uint32_t>(bits) << 16); }
 
 void reduce_into(Dtype dtype, RedOp op, void* inout, const void* in, uint64_t count) {
   switch (dtype) {

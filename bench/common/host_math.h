@@ -11,13 +11,15 @@
 #include <cstdint>
 
 #include "bench_types.h"
+#include "procgroup/backend_kit/dtype.hpp"
 
 namespace procgroup::bench {
 
-uint16_t float_to_half(float value);
-float half_to_float(uint16_t bits);
-uint16_t float_to_bf16(float value);
-float bf16_to_float(uint16_t bits);
+// The 16-bit conversions are the one copy in procgroup/backend_kit/dtype.hpp.
+using kit::bf16_to_float;
+using kit::float_to_bf16;
+using kit::float_to_half;
+using kit::half_to_float;
 
 // inout[i] = inout[i] op in[i] for i < count; avg reduces as sum. f16/bf16 go through float
 // and round to nearest even after every step.

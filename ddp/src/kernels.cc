@@ -2,43 +2,18 @@
 
 #include <cstring>
 
+#include "procgroup/backend_kit/dtype.hpp"
 #include "procgroup/ddp/half.h"
 #include "procgroup/ddp/tensor.h"
 
 namespace procgroup::ddp {
 
-size_t element_size(pg_dtype_t dtype) {
-  switch (dtype) {
-    case PG_DTYPE_F32: return 4;
-    case PG_DTYPE_F64: return 8;
-    case PG_DTYPE_F16: return 2;
-    case PG_DTYPE_BF16: return 2;
-    case PG_DTYPE_I8: return 1;
-    case PG_DTYPE_U8: return 1;
-    case PG_DTYPE_I32: return 4;
-    case PG_DTYPE_I64: return 8;
-    default: return 0;
-  }
-}
+// The kit's tables (procgroup/backend_kit/dtype.hpp), behind ddp's own names.
+size_t element_size(pg_dtype_t dtype) { return kit::dtype_size(dtype); }
 
-const char* dtype_name(pg_dtype_t dtype) {
-  switch (dtype) {
-    case PG_DTYPE_F32: return "f32";
-    case PG_DTYPE_F64: return "f64";
-    case PG_DTYPE_F16: return "f16";
-    case PG_DTYPE_BF16: return "bf16";
-    case PG_DTYPE_I8: return "i8";
-    case PG_DTYPE_U8: return "u8";
-    case PG_DTYPE_I32: return "i32";
-    case PG_DTYPE_I64: return "i64";
-    default: return "invalid-dtype";
-  }
-}
+const char* dtype_name(pg_dtype_t dtype) { return kit::dtype_name(dtype); }
 
-bool is_floating(pg_dtype_t dtype) {
-  return dtype == PG_DTYPE_F32 || dtype == PG_DTYPE_F64 || dtype == PG_DTYPE_F16 ||
-         dtype == PG_DTYPE_BF16;
-}
+bool is_floating(pg_dtype_t dtype) { return kit::dtype_is_floating(dtype); }
 
 namespace detail {
 namespace {
