@@ -8,13 +8,13 @@
 #include "options.h"
 
 int main(int argc, char** argv) {
-  using namespace procgroup::pgrun;
+  namespace pgrun = procgroup::pgrun;
   try {
-    ParsedOptions parsed = parse_options(argc, argv);
+    pgrun::ParsedOptions parsed = pgrun::parse_options(argc, argv);
     if (!parsed.run) return parsed.exit_code;
     int master_port = parsed.options.master_port.value_or(0);
     if (master_port == 0) {
-      const FreePort port = pick_free_port();
+      const pgrun::FreePort port = pgrun::pick_free_port();
       if (port.port == 0) {
         std::fprintf(stderr, "pgrun: cannot pick a free MASTER_PORT (%s); pass --master-port\n",
                      port.error.c_str());
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       }
       master_port = port.port;
     }
-    return launch(parsed.options, master_port);
+    return pgrun::launch(parsed.options, master_port);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pgrun: internal error: %s\n", e.what());
   } catch (...) {

@@ -66,8 +66,9 @@ Result<T> read_int(int fd, Deadline deadline) {
 
 template <class T>
 Status take(Result<T> result, T& out) {
-  if (result.ok()) out = std::move(result).value();
-  return result.status();
+  if (!result.ok()) return result.status();
+  out = std::move(result).value();
+  return ok_status();
 }
 
 Result<Bytes> read_value(int fd, Deadline deadline) {
