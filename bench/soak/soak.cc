@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "procgroup/procgroup.h"
+// After procgroup.h: only the common types are needed.
+#include "procgroup/backend_kit/dtype.hpp"
 
 namespace {
 
@@ -71,8 +73,6 @@ int64_t rss_kb() {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-size_t elem_size(pg_dtype_t t) { return t == PG_DTYPE_I64 ? 8 : 4; }
-
 // The value rank r contributes at element i: small integers, exact in f32 sums.
 double value(int r, uint64_t i) { return static_cast<double>((r + 1) * ((i % 7) + 1)); }
 
@@ -96,7 +96,7 @@ Step draw(std::mt19937_64& rng, const Options& o, int size) {
   // Log-uniform sizes: as many small operations as large ones.
   const double log_max = std::log2(static_cast<double>(std::max<int64_t>(o.max_bytes, 8)));
   const double bytes = std::exp2(std::uniform_real_distribution<double>(0, log_max)(rng));
-  s.n = static_cast<uint64_t>(bytes) / elem_size(s.dtype) / static_cast<uint64_t>(size);
+  s.n = static_cast<uint64_t>(bytes) / procgroup::kit::dtype_size(s.dtype) / static_cast<uint64_t>(size);
   s.root = static_cast<int>(rng() % static_cast<uint64_t>(size));
   return s;
 }
@@ -104,7 +104,7 @@ Step draw(std::mt19937_64& rng, const Options& o, int size) {
 pg_status_t issue(pg_group_t g, InFlight& f, int rank, int size) {
   const Step& s = f.step;
   const uint64_t total = s.n * static_cast<uint64_t>(size);
-  const size_t words = (total * elem_size(s.dtype) + 7) / 8 + 1;
+  const size_t words = (total * procgroup::kit::dtype_size(s.dtype) + 7) / 8 + 1;
   f.in.assign(words, 0);
   f.out.assign(words, 0);
   for (uint64_t i = 0; i < total; ++i) put(f.in, s.dtype, i, value(rank, i));
