@@ -1,7 +1,8 @@
 // One scenario per collective: every dtype, every reduce op, sizes 0, 1, 7 and 4 Ki + 3,
 // every root, out of place and both in-place forms, plus rounding-sensitive data for the
 // reductions. "Large" runs 4 Mi + 1 elements for a few dtype/op pairs; "InFlight" keeps
-// forty operations in flight and waits for them out of order.
+// forty operations in flight and waits for them out of order. "Midsize" (300001
+// elements) runs only for the tuning variants that ask for it.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@ namespace {
 
 constexpr uint64_t kSmallSizes[] = {0, 1, 7, 4096 + 3};
 constexpr uint64_t kLarge = (uint64_t{4} << 20) + 1;
+constexpr uint64_t kMidsize = 300001;
 constexpr double kGroupTimeout = 60;
 
 // The in-place form alternates by dtype so both forms meet every op.
@@ -35,7 +37,7 @@ std::vector<CollectiveCase> op_cases(pg_op_t op, int size) {
   if (!reduces(op)) return cases;
   // Fractional data: exact on 1-2 ranks, bounded rounding above (reference.h).
   for (pg_dtype_t dtype : {PG_DTYPE_F16, PG_DTYPE_BF16, PG_DTYPE_F32, PG_DTYPE_F64})
-    for (pg_reduce_op_t redop : {PG_REDUCE_SUM, PG_REDUCE_MIN, PG_REDUCE_MAX})
+    for (pg_reduce_op_t redop : all_reduce_ops())
       for (InPlace form : {InPlace::kNo, in_place_form(dtype)})
         cases.push_back({op, dtype, redop, 4096 + 3, size - 1, form, Pattern::kRounding, ++salt});
   return cases;
@@ -50,25 +52,31 @@ void op_scenario(RankContext& ctx) {
   run_all(ctx, op_cases(kOp, ctx.size));
 }
 
-void large_scenario(RankContext& ctx) {
+// Every op once at n elements per rank, in a few dtypes and forms.
+void sized_cases(RankContext& ctx, uint64_t n, uint32_t salt) {
   const int last = ctx.size - 1;
   const std::vector<CollectiveCase> cases = {
-      {PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, kLarge, 0, InPlace::kNo},
-      {PG_OP_ALLREDUCE, PG_DTYPE_BF16, PG_REDUCE_AVG, kLarge, 0, InPlace::kNullInput},
-      {PG_OP_ALLREDUCE, PG_DTYPE_I64, PG_REDUCE_MAX, kLarge, 0, InPlace::kAliased},
-      {PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, kLarge, 0, InPlace::kNo, Pattern::kRounding},
-      {PG_OP_BROADCAST, PG_DTYPE_U8, PG_REDUCE_SUM, kLarge, last, InPlace::kNo},
-      {PG_OP_REDUCE, PG_DTYPE_F64, PG_REDUCE_MIN, kLarge, ctx.size / 2, InPlace::kNullInput},
-      {PG_OP_REDUCE_SCATTER, PG_DTYPE_F16, PG_REDUCE_SUM, kLarge, 0, InPlace::kNo},
-      {PG_OP_ALLGATHER, PG_DTYPE_I8, PG_REDUCE_SUM, kLarge, 0, InPlace::kNullInput},
-      {PG_OP_ALLTOALL, PG_DTYPE_I32, PG_REDUCE_SUM, kLarge / 4, 0, InPlace::kAliased},
+      {PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, n, 0, InPlace::kNo},
+      {PG_OP_ALLREDUCE, PG_DTYPE_BF16, PG_REDUCE_AVG, n, 0, InPlace::kNullInput},
+      {PG_OP_ALLREDUCE, PG_DTYPE_I64, PG_REDUCE_MAX, n, 0, InPlace::kAliased},
+      {PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, n, 0, InPlace::kNo, Pattern::kRounding},
+      {PG_OP_BROADCAST, PG_DTYPE_U8, PG_REDUCE_SUM, n, last, InPlace::kNo},
+      {PG_OP_REDUCE, PG_DTYPE_F64, PG_REDUCE_MIN, n, ctx.size / 2, InPlace::kNullInput},
+      {PG_OP_REDUCE_SCATTER, PG_DTYPE_F16, PG_REDUCE_SUM, n, 0, InPlace::kNo},
+      {PG_OP_ALLGATHER, PG_DTYPE_I8, PG_REDUCE_SUM, n, 0, InPlace::kNullInput},
+      {PG_OP_ALLTOALL, PG_DTYPE_I32, PG_REDUCE_SUM, n / 4, 0, InPlace::kAliased},
   };
-  uint32_t salt = 500;
   for (CollectiveCase c : cases) {
     c.salt = ++salt;
     ctx.report.run(ctx.group, ctx.rank, ctx.size, ctx.caps, c);
   }
 }
+
+void large_scenario(RankContext& ctx) { sized_cases(ctx, kLarge, 500); }
+
+// Past gloo's bcube limit (256 KiB) and ucx's ring threshold and chunk (1 MiB) in the wide
+// dtypes: for variants that force an algorithm or chunking (Large would take 14x longer).
+void midsize_scenario(RankContext& ctx) { sized_cases(ctx, kMidsize, 600); }
 
 // Forty collectives of every kind in flight at once; some handles are released while
 // pending (the work must still complete: checked after the group is destroyed); the rest
@@ -121,6 +129,8 @@ void add_collective_scenarios(std::vector<Scenario>& out) {
   out.push_back({"Collectives", "Alltoall", op_scenario<PG_OP_ALLTOALL>, kGroupTimeout, wall});
   // Up to 4 ranks: every rank verifies every element of every large result.
   out.push_back({"Collectives", "Large", large_scenario, kGroupTimeout, 300, 0, false, 4});
+  out.push_back(
+      {"Collectives", "Midsize", midsize_scenario, kGroupTimeout, wall, 0, false, 4, true});
   out.push_back({"Collectives", "InFlight", in_flight_scenario, kGroupTimeout, wall});
 }
 

@@ -40,8 +40,21 @@ std::vector<int> worlds_for(RankMode mode) {
   return {std::begin(kProcessWorlds), std::end(kProcessWorlds)};
 }
 
+// The items of "a+b+c".
+std::vector<std::string> plus_list(const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= text.size();) {
+    size_t plus = text.find('+', at);
+    if (plus == std::string::npos) plus = text.size();
+    if (plus > at) items.push_back(text.substr(at, plus - at));
+    at = plus + 1;
+  }
+  return items;
+}
+
 // Entries "label|threads-or-processes|plugin[|KEY=VALUE...]" separated by commas, written
-// by CMake's procgroup_conformance_backend(); KEY=VALUE go to the rank processes.
+// by CMake's procgroup_conformance_backend(); KEY=VALUE go to the rank processes, except
+// the suite's own "scenarios=A+B" (run only these) and "worlds=2+3+5" (these world sizes).
 std::vector<BackendSpec> built_in_backends() {
   std::vector<BackendSpec> out;
   const std::string list = PG_CONFORMANCE_BACKENDS;
@@ -57,8 +70,19 @@ std::vector<BackendSpec> built_in_backends() {
     }
     if (fields.size() >= 3) {
       const RankMode mode = fields[1] == "threads" ? RankMode::kThreads : RankMode::kProcesses;
-      out.push_back({fields[0], fields[2], mode, worlds_for(mode),
-                     std::vector<std::string>(fields.begin() + 3, fields.end())});
+      BackendSpec spec{fields[0], fields[2], mode, worlds_for(mode), {}, {}};
+      for (size_t f = 3; f < fields.size(); ++f) {
+        if (fields[f].rfind("scenarios=", 0) == 0) {
+          spec.scenarios = plus_list(fields[f].substr(10));
+        } else if (fields[f].rfind("worlds=", 0) == 0) {
+          spec.worlds.clear();
+          for (const std::string& w : plus_list(fields[f].substr(7)))
+            spec.worlds.push_back(std::stoi(w));
+        } else {
+          spec.env.push_back(fields[f]);
+        }
+      }
+      out.push_back(std::move(spec));
     }
     at = end + 1;
   }
@@ -285,6 +309,9 @@ void register_backend(const std::string& prefix, const BackendSpec& backend,
   for (const Scenario& s : all_scenarios()) {
     if (s.needs_processes && backend.mode == RankMode::kThreads) continue;
     if (only_suite != nullptr && std::strcmp(s.suite, only_suite) != 0) continue;
+    const bool listed = std::find(backend.scenarios.begin(), backend.scenarios.end(), s.name) !=
+                        backend.scenarios.end();
+    if ((!backend.scenarios.empty() || s.on_request) && !listed) continue;
     const std::vector<int> worlds =
         s.fixed_world ? std::vector<int>{s.fixed_world} : backend.worlds;
     for (int world : worlds) {
@@ -344,7 +371,7 @@ int main(int argc, char** argv) {
     const std::string plugin = options.backend.empty() ? "nccl" : options.backend;
     register_backend("Cuda",
                      BackendSpec{options.backend.empty() ? "nccl" : "plugin", plugin,
-                                 RankMode::kProcesses, worlds, {"PGCONF_DEVICE=cuda"}},
+                                 RankMode::kProcesses, worlds, {"PGCONF_DEVICE=cuda"}, {}},
                      self, "Collectives");
     return RUN_ALL_TESTS();
   }
@@ -362,9 +389,12 @@ int main(int argc, char** argv) {
   }
   if (!options.backend.empty()) {
     // A built-in name keeps its registered mode; anything else runs in processes.
-    BackendSpec plugin{"plugin", options.backend, RankMode::kProcesses, {}, {}};
-    for (const BackendSpec& b : built_in)
-      if (b.plugin == options.backend) plugin = b;
+    BackendSpec plugin{"plugin", options.backend, RankMode::kProcesses, {}, {}, {}};
+    for (const BackendSpec& b : built_in)  // the first: the plain entry, not a tuning variant
+      if (b.plugin == options.backend) {
+        plugin = b;
+        break;
+      }
     if (!options.ranks.empty())
       plugin.mode = options.ranks == "threads" ? RankMode::kThreads : RankMode::kProcesses;
     plugin.worlds = worlds_for(plugin.mode);

@@ -27,6 +27,9 @@ struct BackendSpec {
   RankMode mode = RankMode::kProcesses;
   std::vector<int> worlds;
   std::vector<std::string> env;  // extra KEY=VALUE for the rank processes (processes only)
+  // Only these scenarios (by name); empty: every one. A tuning variant of a backend (an
+  // algorithm forced through its environment) runs just the scenarios that reach it.
+  std::vector<std::string> scenarios;
 };
 
 struct RankOutcome {

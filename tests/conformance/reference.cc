@@ -35,20 +35,26 @@ FloatFormat format_of(pg_dtype_t dtype) {
   }
 }
 
+// 2^k by its bits (std::ldexp is a library call per element; Large checks millions).
+double pow2(int k) {
+  if (k < -1022) return std::ldexp(1.0, k);  // subnormal
+  return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
+}
+
 double ulp(pg_dtype_t dtype, double x) {
   const FloatFormat f = format_of(dtype);
   const int e = x == 0 ? f.min_exp : std::max(std::ilogb(std::fabs(x)), f.min_exp);
-  return std::ldexp(1.0, e - (f.digits - 1));
+  return pow2(e - (f.digits - 1));
 }
 
 // Values over the dtype's whole width (data movement, MIN, MAX): a truncated i64 or a
 // reordered f16 fraction shows.
 double wide_value(pg_dtype_t dtype, uint64_t h) {
   switch (dtype) {
-    case PG_DTYPE_F64: return std::ldexp(static_cast<double>(h >> 12), -20) - 2147483648.0;
-    case PG_DTYPE_F32: return std::ldexp(static_cast<double>(h % (1u << 24)), -8) - 32768.0;
-    case PG_DTYPE_F16: return std::ldexp(static_cast<double>(h % 2048), -3) - 128.0;
-    case PG_DTYPE_BF16: return std::ldexp(static_cast<double>(h % 256), -2) - 32.0;
+    case PG_DTYPE_F64: return static_cast<double>(h >> 12) * 0x1p-20 - 2147483648.0;
+    case PG_DTYPE_F32: return static_cast<double>(h % (1u << 24)) * 0x1p-8 - 32768.0;
+    case PG_DTYPE_F16: return static_cast<double>(h % 2048) * 0x1p-3 - 128.0;
+    case PG_DTYPE_BF16: return static_cast<double>(h % 256) * 0x1p-2 - 32.0;
     case PG_DTYPE_I8: return static_cast<double>(h % 256) - 128.0;
     case PG_DTYPE_U8: return static_cast<double>(h % 256);
     case PG_DTYPE_I32: return static_cast<double>(h % (1ull << 32)) - 2147483648.0;
@@ -72,14 +78,19 @@ double sum_value(pg_dtype_t dtype, uint64_t h, int size) {
   return (static_cast<double>(h % (2 * k + 1)) - static_cast<double>(k)) * quantum;
 }
 
-double prod_value(pg_dtype_t dtype, uint64_t h) {
-  if (dtype == PG_DTYPE_U8) return h % 2 ? 2.0 : 1.0;
+// Factors whose product over the ranks stays representable: in i8 (u8) only ranks 0-5
+// (0-6) may contribute a 2, so 7 or more ranks do not overflow.
+double prod_value(pg_dtype_t dtype, uint64_t h, int rank) {
+  const bool doubling =
+      !(dtype == PG_DTYPE_I8 && rank >= 6) && !(dtype == PG_DTYPE_U8 && rank >= 7);
+  if (dtype == PG_DTYPE_U8) return h % 2 && doubling ? 2.0 : 1.0;
   if (is_floating(dtype)) {
     static constexpr double kChoices[] = {-1.0, 0.5, 1.0, 2.0};
     return kChoices[h % 4];
   }
   static constexpr double kChoices[] = {-1.0, 1.0, 2.0};
-  return kChoices[h % 3];
+  const double v = kChoices[h % 3];
+  return v == 2.0 && !doubling ? 1.0 : v;
 }
 
 // Reduction of element `index` of every rank's input.
@@ -98,13 +109,20 @@ Expected reduce_expected(const CollectiveCase& c, int size, uint64_t index) {
       default: break;
     }
   }
+  // Fractional data on more than two ranks: every step may round (in any order).
+  const bool rounds = c.pattern == Pattern::kRounding && floating && size > 2;
   if (c.redop == PG_REDUCE_AVG) {
     if (!floating) return {static_cast<double>(static_cast<int64_t>(acc) / size), 0};
     const double want = round_to_dtype(c.dtype, acc / size);
-    return {want, ulp(c.dtype, want)};  // x * (1 / size) rounds twice
+    // x * (1 / size) rounds twice; a sum that rounded, or terms scaled before the sum
+    // (NCCL's premultiplied sum), add at most two ulp of sum(|x_r|).
+    return {want, ulp(c.dtype, want) + (rounds ? 2 * ulp(c.dtype, abs_sum) : 0)};
   }
-  if (c.pattern == Pattern::kRounding && c.redop == PG_REDUCE_SUM && size > 2)
+  if (rounds && c.redop == PG_REDUCE_SUM)
     return {round_to_dtype(c.dtype, acc), size * ulp(c.dtype, abs_sum)};
+  // |x_r| < 1: no partial product is smaller than the result; each step rounds once.
+  if (rounds && c.redop == PG_REDUCE_PROD)
+    return {round_to_dtype(c.dtype, acc), size * ulp(c.dtype, acc)};
   return {round_to_dtype(c.dtype, acc), 0};
 }
 
@@ -130,14 +148,14 @@ bool is_floating(pg_dtype_t dtype) {
 double input_value(const CollectiveCase& c, int rank, int size, uint64_t i) {
   const uint64_t h = hash(static_cast<uint64_t>(rank) + 1, i, c.salt);
   if (c.pattern == Pattern::kRounding && is_floating(c.dtype)) {
-    const double u = std::ldexp(static_cast<double>(h >> 11), -52) - 1.0;  // [-1, 1)
+    const double u = static_cast<double>(h >> 11) * 0x1p-52 - 1.0;  // [-1, 1)
     return round_to_dtype(c.dtype, u);
   }
   if (!reduces(c.op)) return wide_value(c.dtype, h);
   switch (c.redop) {
     case PG_REDUCE_SUM:
     case PG_REDUCE_AVG: return sum_value(c.dtype, h, size);
-    case PG_REDUCE_PROD: return prod_value(c.dtype, h);
+    case PG_REDUCE_PROD: return prod_value(c.dtype, h, rank);
     default: return wide_value(c.dtype, h);
   }
 }
@@ -198,16 +216,16 @@ uint16_t half_bits(double v) {  // v is representable as f16
   if (a == 0) return sign;
   if (std::isinf(a)) return sign | 0x7c00;
   const int e = std::ilogb(a);
-  if (e < -14) return sign | static_cast<uint16_t>(std::ldexp(a, 24));
-  const auto mantissa = static_cast<uint16_t>(std::ldexp(a, 10 - e) - 1024);
+  if (e < -14) return sign | static_cast<uint16_t>(a * 0x1p24);
+  const auto mantissa = static_cast<uint16_t>(a * pow2(10 - e) - 1024);
   return sign | static_cast<uint16_t>((e + 15) << 10) | mantissa;
 }
 
 double half_value(uint16_t h) {
   const int exp = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  double v = exp == 0    ? std::ldexp(mantissa, -24)
+  double v = exp == 0    ? mantissa * 0x1p-24
              : exp == 31 ? (mantissa ? NAN : INFINITY)
-                         : std::ldexp(mantissa + 1024, exp - 25);
+                         : (mantissa + 1024) * pow2(exp - 25);
   return h & 0x8000 ? -v : v;
 }
 

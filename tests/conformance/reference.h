@@ -7,9 +7,10 @@
 //   (i64 beyond 2^32, f16 fractions); SUM and AVG use multiples of 1/4 (integers for
 //   integer dtypes) small enough that every partial sum is representable; PROD uses
 //   {-1, 0.5, 1, 2}. Only AVG of floating dtypes allows one ulp (the scaling rounds).
-// - kRounding (floating dtypes): uniform values in [-1, 1). SUM is exact on 1 or 2 ranks
-//   (one rounding) and within size ulp of sum(|x_r|) above that, since backends may add
-//   in any order and round after every step (gloo's f16/bf16); MIN and MAX stay exact.
+// - kRounding (floating dtypes): uniform values in [-1, 1). SUM and PROD are exact on 1 or
+//   2 ranks (one rounding, to nearest even) and within size ulp (of sum(|x_r|), of the
+//   product) above that, since backends may reduce in any order and round after every step
+//   (gloo's f16/bf16); AVG adds the scaling's ulp; MIN and MAX stay exact.
 //
 //   CollectiveCase c{PG_OP_ALLREDUCE, PG_DTYPE_BF16, PG_REDUCE_SUM, 7};
 //   double x = input_value(c, rank, size, i);   // what rank contributes at element i

@@ -110,6 +110,8 @@ struct Scenario {
   int fixed_world = 0;     // 0: every world size of the backend
   bool needs_processes = false;
   int max_world = 0;  // 0: no cap on the backend's world sizes
+  // Only for a backend entry that names it in scenarios= (a tuning variant's extra sizes).
+  bool on_request = false;
 };
 
 // Every scenario, in registration order.
