@@ -42,7 +42,7 @@ Status check_required_entries(const pg_backend_ops_t& ops) {
   const bool has_p2p = ops.send != nullptr && ops.recv != nullptr;
   std::string missing_collectives;
   for (const kit::OpInfo& e : kit::kOps) {
-    if (!e.emulated || ops.*e.slot != nullptr) continue;
+    if (!e.emulated || kit::table_entry(ops, e.op) != nullptr) continue;
     missing_collectives += missing_collectives.empty() ? "" : ", ";
     missing_collectives += e.name;
   }
@@ -109,7 +109,7 @@ Result<NegotiatedBackend> check_negotiation(const pg_backend_negotiate_out_t& ou
 
   uint32_t present_ops = 0;
   for (const kit::OpInfo& e : kit::kOps) {
-    if (ops.*e.slot != nullptr) present_ops |= 1u << e.op;
+    if (kit::table_entry(ops, e.op) != nullptr) present_ops |= 1u << e.op;
   }
   result.native_ops = mask_capability("native_ops", out.native_ops, kKnownOpsMask, result.warnings);
   if (out.native_ops == ~0u) {

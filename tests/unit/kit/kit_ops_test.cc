@@ -76,6 +76,16 @@ TEST(KitOps, TableIsIndexedByOpAndPointsAtTheRightSlots) {
   EXPECT_STREQ(op_name(PG_OP_COUNT_), "invalid");
   EXPECT_STREQ(op_name(-3), "invalid");
   EXPECT_EQ(table_entry(ops, 99), nullptr);
+  // Entries are read only as far as the table's struct_size reaches.
+  const pg_backend_op_fn fn = [](pg_backend_group_t, const pg_backend_op_t*,
+                                 pg_backend_work_t*) -> pg_status_t { return PG_OK; };
+  ops.recv = fn;
+  ops.allreduce = fn;
+  ops.struct_size = PG_BACKEND_OPS_V1_SIZE;
+  EXPECT_EQ(table_entry(ops, PG_OP_RECV), fn);
+  ops.struct_size = offsetof(pg_backend_ops_t, recv);
+  EXPECT_EQ(table_entry(ops, PG_OP_RECV), nullptr);
+  EXPECT_EQ(table_entry(ops, PG_OP_ALLREDUCE), fn);
   std::set<pg_op_t> rooted, reducing;
   for (const OpInfo& info : kOps) {
     if (info.rooted) rooted.insert(info.op);

@@ -13,6 +13,7 @@
 #ifndef PROCGROUP_BACKEND_KIT_OP_TABLE_HPP_
 #define PROCGROUP_BACKEND_KIT_OP_TABLE_HPP_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -114,10 +115,15 @@ constexpr uint64_t blocks(Blocks b, int size) {
   return b == Blocks::kWorld ? static_cast<uint64_t>(size) : 1u;
 }
 
-// The plugin's entry for op (NULL when it has none or op is not an operation).
+// The plugin's entry for op: NULL when it has none, when op is not an operation, or when
+// the table's struct_size ends before the slot (an entry appended after the plugin was built).
 inline pg_backend_op_fn table_entry(const pg_backend_ops_t& ops, pg_op_t op) {
   const OpInfo& info = op_info(op);
-  return info.slot == nullptr ? nullptr : ops.*info.slot;
+  if (info.slot == nullptr) return nullptr;
+  const auto* base = reinterpret_cast<const char*>(&ops);
+  const auto* slot = reinterpret_cast<const char*>(&(ops.*info.slot));
+  if (static_cast<size_t>(slot - base) + sizeof(pg_backend_op_fn) > ops.struct_size) return nullptr;
+  return ops.*info.slot;
 }
 
 // "allreduce #12": how messages name one operation.
