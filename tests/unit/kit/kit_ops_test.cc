@@ -32,6 +32,11 @@ TEST(KitDtype, SizesAndNames) {
   EXPECT_STREQ(reduce_op_name(PG_REDUCE_AVG), "avg");
   EXPECT_STREQ(reduce_op_name(PG_REDUCE_COUNT_), "invalid");
   EXPECT_STREQ(device_name(PG_DEVICE_CUDA), "cuda");
+  EXPECT_FALSE(dtype_valid(-3));
+  EXPECT_TRUE(dtype_is_floating(PG_DTYPE_F16));
+  EXPECT_FALSE(dtype_is_floating(PG_DTYPE_I64));
+  EXPECT_FALSE(reduce_op_valid(PG_REDUCE_COUNT_));
+  EXPECT_TRUE(reduce_op_valid(PG_REDUCE_MAX));
   std::set<std::string> names;
   for (pg_dtype_t d = 1; d < PG_DTYPE_COUNT_; ++d) names.insert(dtype_name(d));
   EXPECT_EQ(names.size(), static_cast<size_t>(PG_DTYPE_COUNT_ - 1));
