@@ -172,7 +172,8 @@ pg_status_t op_entry(pg_backend_group_t group, const pg_backend_op_t* op, pg_bac
     if (group == nullptr || op == nullptr || work == nullptr) {
       return bad(name + ": group, op and work must not be NULL");
     }
-    if (op->struct_size < sizeof(pg_backend_op_t)) {
+    // Version 1's op ends at output; later appends (the core's plan) are not read here.
+    if (!reaches(op, offsetof(pg_backend_op_t, output), sizeof(op->output))) {
       return bad(name + ": op struct_size " + std::to_string(op->struct_size) + " is too small");
     }
     if (op->op != kOp) return bad(name + ": the op field says " + op_name(op->op));

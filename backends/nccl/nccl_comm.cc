@@ -11,10 +11,14 @@
 namespace procgroup::nccl_backend {
 
 void Backoff::pause() {
-  if (spins_ < kSpins) {
-    ++spins_;
-    std::this_thread::yield();
-    return;
+  if (!sleeping_) {
+    const Clock::time_point now = Clock::now();
+    if (spin_until_ == Clock::time_point{}) spin_until_ = now + kSpinFor;
+    if (now < spin_until_) {
+      std::this_thread::yield();
+      return;
+    }
+    sleeping_ = true;
   }
   std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
   if (sleep_us_ < 1000) sleep_us_ *= 2;
@@ -25,6 +29,7 @@ Comm::Comm(int rank, int size, int device, int64_t timeout_ms, std::string name)
 
 Comm::~Comm() {
   DeviceGuard on(device_);
+  for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   if (barrier_scratch_ != nullptr) (void)cudaFree(barrier_scratch_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
@@ -51,37 +56,61 @@ std::optional<Status> Comm::failure() const {
   return failure_;
 }
 
-void Comm::track_locked(const std::shared_ptr<Work>& work) {
-  // Drop what has completed (in order, as the stream completes it) or been released.
-  while (!inflight_.empty()) {
-    const std::shared_ptr<Work> front = inflight_.front().lock();
-    if (front != nullptr && !front->settle_if_complete()) break;
-    inflight_.pop_front();
+Status Comm::take_event(cudaEvent_t* out, const std::string& what) {
+  {
+    std::lock_guard lock(events_mu_);
+    if (!free_events_.empty()) {
+      *out = free_events_.back();
+      free_events_.pop_back();
+      return {};
+    }
   }
+  return cuda_status(cudaEventCreateWithFlags(out, cudaEventDisableTiming),
+                     what + ": cudaEventCreate");
+}
+
+void Comm::give_back_event(cudaEvent_t event) {
+  if (event == nullptr) return;
+  std::lock_guard lock(events_mu_);
+  free_events_.push_back(event);
+}
+
+Status Comm::check_stream(cudaStream_t stream, const std::string& label) {
+  if (known_stream_.load(std::memory_order_relaxed) == stream) return {};
+  int device = -1;
+  const cudaError_t err = cudaStreamGetDevice(stream, &device);
+  if (err != cudaSuccess || device != device_) {
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    return Status::error(PG_ERR_INVALID_ARGUMENT,
+                         label + ": the buffer's stream is not usable on cuda:" +
+                             std::to_string(device_) + " (" +
+                             (err != cudaSuccess ? "cudaStreamGetDevice: " + cuda_error_text(err)
+                                                 : "it is a stream of cuda:" +
+                                                       std::to_string(device)) +
+                             ")");
+  }
+  known_stream_.store(stream, std::memory_order_relaxed);
+  return {};
+}
+
+void Comm::track_locked(const std::shared_ptr<Work>& work) {
+  // Drop what has completed, oldest first (the stream completes it in that order).
+  while (!inflight_.empty() && inflight_.front()->settle_if_complete()) inflight_.pop_front();
   if (work != nullptr) inflight_.push_back(work);
 }
 
 void Comm::settle_inflight_locked() {
-  for (const std::weak_ptr<Work>& weak : inflight_)
-    if (const std::shared_ptr<Work> work = weak.lock()) (void)work->settle_if_complete();
+  for (const std::shared_ptr<Work>& work : inflight_) (void)work->settle_if_complete();
   inflight_.clear();
 }
 
-Status Comm::enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn,
-                     const std::shared_ptr<Work>& issued) {
-  Status st;
-  {
-    std::lock_guard lock(mu_);
-    if (auto f = failure()) {
-      return Status::error(PG_ERR_ABORTED,
-                           "the communicator failed earlier: " + without_prefix(f->message));
-    }
-    if (comm_ == nullptr) return Status::error(PG_ERR_ABORTED, "the group was destroyed");
-    st = fn(comm_, stream_);
-    if (st.ok() && issued != nullptr) track_locked(issued);
+Status Comm::refuse_locked() const {
+  if (auto f = failure()) {
+    return Status::error(PG_ERR_ABORTED,
+                         "the communicator failed earlier: " + without_prefix(f->message));
   }
-  if (!st.ok() && st.code != PG_ERR_ABORTED) fail(st);
-  return st;
+  if (comm_ == nullptr) return Status::error(PG_ERR_ABORTED, "the group was destroyed");
+  return {};
 }
 
 Status await_nccl(ncclComm_t comm, ncclResult_t result, const std::string& what,
@@ -184,8 +213,8 @@ void Comm::flush_p2p() {
                        " send/recv (first: " + batch.front()->label() + ")";
     st = on.status();
     for (auto& w : batch)
-      for (cudaEvent_t e : w->starts())
-        if (st.ok()) st = cuda_status(cudaStreamWaitEvent(stream_, e, 0), w->label());
+      for (const cudaEvent_t* e = w->starts_begin(); e != w->starts_end(); ++e)
+        if (st.ok()) st = cuda_status(cudaStreamWaitEvent(stream_, *e, 0), w->label());
     if (st.ok()) {
       ncclResult_t first = ncclGroupStart();
       for (auto& w : batch) {
@@ -200,8 +229,14 @@ void Comm::flush_p2p() {
     }
     for (auto& w : batch) {
       if (st.ok()) st = cuda_status(cudaEventRecord(w->done(), stream_), w->label());
-      w->set_issued(st.ok());
-      if (st.ok()) track_locked(w);
+      // A batch NCCL refused (a send to itself without a recv, say) fails with NCCL's words
+      // in every work of it, not as "aborted".
+      if (st.ok()) {
+        w->set_issued(true);
+        track_locked(w);
+      } else {
+        w->set_failed(st);
+      }
     }
   }
   if (!st.ok()) fail(st);
@@ -218,7 +253,13 @@ Status Comm::shutdown() {
     Status st = drained.create("group_destroy");
     if (st.ok()) {
       std::lock_guard lock(mu_);
-      st = cuda_status(cudaEventRecord(drained.get(), stream_), "group_destroy: cudaEventRecord");
+      // Works issued on the callers' streams finish there: order the drain after them.
+      for (const std::shared_ptr<Work>& w : inflight_)
+        if (st.ok() && w->recorded())
+          st = cuda_status(cudaStreamWaitEvent(stream_, w->done(), 0),
+                           "group_destroy: cudaStreamWaitEvent");
+      if (st.ok())
+        st = cuda_status(cudaEventRecord(drained.get(), stream_), "group_destroy: cudaEventRecord");
     }
     Backoff backoff;
     while (st.ok()) {
@@ -243,6 +284,7 @@ Status Comm::shutdown() {
     }
   }
   std::lock_guard lock(mu_);
+  inflight_.clear();  // drained (or settled by fail): nothing left to wait for
   if (comm_ == nullptr) return result;
   // Finalize flushes NCCL's own pending work; a failure there still ends in an abort.
   Status fin = settle(ncclCommFinalize(comm_), "group_destroy: ncclCommFinalize", deadline);

@@ -53,8 +53,26 @@ class Comm {
   // Runs fn(comm, stream) holding the NCCL lock; fails the group if fn fails. Refuses
   // with PG_ERR_ABORTED once the communicator failed or was destroyed. When fn succeeds,
   // `issued` (if any) is tracked as in flight (see fail()).
-  Status enqueue(const std::function<Status(ncclComm_t, cudaStream_t)>& fn,
-                 const std::shared_ptr<Work>& issued = nullptr);
+  template <class Fn>
+  Status enqueue(Fn&& fn, const std::shared_ptr<Work>& issued = nullptr) {
+    Status st;
+    {
+      std::lock_guard lock(mu_);
+      if (Status refused = refuse_locked(); !refused.ok()) return refused;
+      st = fn(comm_, stream_);
+      if (st.ok() && issued != nullptr) track_locked(issued);
+    }
+    if (!st.ok() && st.code != PG_ERR_ABORTED) fail(st);
+    return st;
+  }
+
+  // Timing-free events of this device, reused: creating one per operation cost more than
+  // the rest of the plugin's work for a small operation. Call on this comm's device.
+  Status take_event(cudaEvent_t* out, const std::string& what);
+  void give_back_event(cudaEvent_t event);
+  // PG_ERR_INVALID_ARGUMENT unless `stream` belongs to this comm's device (the last one seen
+  // good is remembered, so a training loop's one stream is asked about once).
+  Status check_stream(cudaStream_t stream, const std::string& label);
   // Inside enqueue: a NCCL call's result as a status, waiting out ncclInProgress (up to
   // the deadline, or until an abort is requested).
   Status settle(ncclResult_t result, const std::string& what, Clock::time_point deadline);
@@ -93,13 +111,17 @@ class Comm {
   std::mutex mu_;  // NCCL calls, comm_, pending_p2p_
   ncclComm_t comm_ = nullptr;
   std::vector<std::shared_ptr<Work>> pending_p2p_;
-  // Issued works in stream order, until seen complete (all on stream_, so they complete
-  // in this order). Under mu_.
-  std::deque<std::weak_ptr<Work>> inflight_;
+  // Issued works in issue order, until seen complete or the communicator ends: released
+  // ones too, so group_destroy can wait for them whatever stream they run on. Under mu_.
+  std::deque<std::shared_ptr<Work>> inflight_;
+  Status refuse_locked() const;
   void track_locked(const std::shared_ptr<Work>& work);
   void settle_inflight_locked();
   std::atomic<bool> abort_requested_{false};
   std::vector<std::shared_ptr<const void>> kept_;  // under mu_
+  std::mutex events_mu_;
+  std::vector<cudaEvent_t> free_events_;  // under events_mu_
+  std::atomic<cudaStream_t> known_stream_{nullptr};
 
   mutable std::mutex state_mu_;  // failure_
   std::optional<Status> failure_;
@@ -114,15 +136,18 @@ Status await_nccl(ncclComm_t comm, ncclResult_t result, const std::string& what,
                   const std::function<std::optional<Status>()>& interrupt,
                   const std::function<Status()>& timed_out);
 
-// Backs off from spinning to sleeping while polling CUDA or NCCL state.
+// Backs off from spinning to sleeping while polling CUDA or NCCL state: it yields for the
+// first 2 ms (a blocking wait for a ~200 us operation must not oversleep it), then sleeps
+// 20 us, doubling up to 1 ms.
 class Backoff {
  public:
   void pause();
-  bool sleeping() const { return spins_ >= kSpins; }
+  bool sleeping() const { return sleeping_; }
 
  private:
-  static constexpr int kSpins = 200;
-  int spins_ = 0;
+  static constexpr std::chrono::microseconds kSpinFor{2000};
+  Clock::time_point spin_until_{};
+  bool sleeping_ = false;
   int sleep_us_ = 20;
 };
 

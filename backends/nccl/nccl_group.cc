@@ -81,12 +81,13 @@ Status Group::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) {
   PG_NCCL_TRY(check_pointers(op, plan, comm_->device()));
   const int64_t timeout_ms = op.timeout_ms > 0 ? op.timeout_ms : comm_->timeout_ms();
   auto work = std::make_shared<Work>(comm_, label, timeout_ms);
-  PG_NCCL_TRY(work->prepare(plan.streams));
   if (op.op == PG_OP_SEND || op.op == PG_OP_RECV) {
+    PG_NCCL_TRY(work->prepare_on_internal_stream(plan));
     const bool send = op.op == PG_OP_SEND;
     work->p2p = P2p{send, send ? op.input.data : op.output.data, plan.count, plan.dtype, op.peer};
     comm_->defer_p2p(work);
   } else {
+    PG_NCCL_TRY(work->prepare(plan));
     comm_->flush_p2p();  // sends and recvs issued before this go first
     PG_NCCL_TRY(issue(op, plan, work));
   }
@@ -100,37 +101,44 @@ Status Group::issue(const pg_backend_op_t& op, const Plan& plan,
   const Clock::time_point deadline = work.deadline();
   const std::string what = work.label() + ": " + nccl_call_name(op.op);
   void* scratch = nullptr;
-  if (plan.scratch_bytes > 0) {
-    // Stream-ordered, so it costs no synchronisation; an allocation failure is not fatal.
-    PG_NCCL_TRY(cuda_status(cudaMallocAsync(&scratch, plan.scratch_bytes, comm_->stream()),
-                            work.label() + ": cudaMallocAsync (in-place alltoall copy)"));
-  }
-  Status st = comm_->enqueue([&](ncclComm_t c, cudaStream_t s) -> Status {
-    for (cudaEvent_t e : work.starts())
+  Status st = comm_->enqueue([&](ncclComm_t c, cudaStream_t internal) -> Status {
+    const cudaStream_t s = work.stream(internal);
+    for (const cudaEvent_t* e = work.starts_begin(); e != work.starts_end(); ++e)
       PG_NCCL_TRY(
-          cuda_status(cudaStreamWaitEvent(s, e, 0), work.label() + ": cudaStreamWaitEvent"));
-    const void* send = plan.send;
-    if (scratch != nullptr) {
-      PG_NCCL_TRY(cuda_status(
-          cudaMemcpyAsync(scratch, plan.send, plan.scratch_bytes, cudaMemcpyDeviceToDevice, s),
-          work.label() + ": cudaMemcpyAsync (in-place alltoall copy)"));
-      send = scratch;
-    }
-    // The barrier is a one-element allreduce on the group's own device scratch.
-    const ncclResult_t r = op.op == PG_OP_BARRIER
-                               ? ncclAllReduce(comm_->barrier_scratch(), comm_->barrier_scratch(),
-                                               1, ncclInt32, ncclSum, c, s)
-                               : call_nccl(op, plan, send, c, s);
-    PG_NCCL_TRY(comm_->settle(r, what, deadline));
-    if (scratch != nullptr) {
-      PG_NCCL_TRY(cuda_status(cudaFreeAsync(scratch, s), work.label() + ": cudaFreeAsync"));
-      scratch = nullptr;
+          cuda_status(cudaStreamWaitEvent(s, *e, 0), work.label() + ": cudaStreamWaitEvent"));
+    if (plan.copy_instead) {
+      // An average at one rank is the input (see choose_avg).
+      if (plan.recv != plan.send)
+        PG_NCCL_TRY(cuda_status(
+            cudaMemcpyAsync(plan.recv, plan.send, plan.bytes(), cudaMemcpyDeviceToDevice, s),
+            work.label() + ": cudaMemcpyAsync (average at one rank)"));
+    } else {
+      const void* send = plan.send;
+      if (plan.scratch_bytes > 0) {
+        // Stream-ordered, so it costs no synchronisation.
+        PG_NCCL_TRY(cuda_status(cudaMallocAsync(&scratch, plan.scratch_bytes, s),
+                                work.label() + ": cudaMallocAsync (in-place alltoall copy)"));
+        PG_NCCL_TRY(cuda_status(
+            cudaMemcpyAsync(scratch, plan.send, plan.scratch_bytes, cudaMemcpyDeviceToDevice, s),
+            work.label() + ": cudaMemcpyAsync (in-place alltoall copy)"));
+        send = scratch;
+      }
+      // The barrier is a one-element allreduce on the group's own device scratch.
+      const ncclResult_t r = op.op == PG_OP_BARRIER
+                                 ? ncclAllReduce(comm_->barrier_scratch(), comm_->barrier_scratch(),
+                                                 1, ncclInt32, ncclSum, c, s)
+                                 : call_nccl(op, plan, send, c, s);
+      PG_NCCL_TRY(comm_->settle(r, what, deadline));
+      if (scratch != nullptr) {
+        PG_NCCL_TRY(cuda_status(cudaFreeAsync(scratch, s), work.label() + ": cudaFreeAsync"));
+        scratch = nullptr;
+      }
     }
     PG_NCCL_TRY(cuda_status(cudaEventRecord(work.done(), s), work.label() + ": cudaEventRecord"));
     work.set_issued(true);
     return {};
   }, issued);
-  if (scratch != nullptr) (void)cudaFreeAsync(scratch, comm_->stream());
+  if (scratch != nullptr) (void)cudaFreeAsync(scratch, work.stream(comm_->stream()));
   return st;
 }
 

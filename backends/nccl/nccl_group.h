@@ -20,6 +20,11 @@
 
 namespace procgroup::nccl_backend {
 
+// PROCGROUP_NCCL_BLOCKING=1: blocking NCCL communicators (ncclConfig_t.blocking = 1), whose
+// operations launch without NCCL's non-blocking bookkeeping, at the price of an init or
+// split that cannot be given up on when a rank never comes. Default 0 (non-blocking).
+bool blocking_communicators();
+
 // Rendezvous through config.store and ncclCommInitRankConfig (non-blocking), bounded by
 // config.timeout_ms. No CUDA device: PG_ERR_UNSUPPORTED "no CUDA device: ...".
 Status create_communicator(const pg_backend_group_config_t& config, const pg_host_services_t* host,

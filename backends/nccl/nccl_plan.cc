@@ -1,8 +1,10 @@
 // Argument checks and the NCCL mapping of one operation (see nccl_plan.h).
 #include "nccl_plan.h"
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 namespace procgroup::nccl_backend {
@@ -78,6 +80,36 @@ bool reduce_op(int32_t op, ncclRedOp_t* out) {
   }
 }
 
+// The last pointers check_pointers found to be device memory, with their device.
+class ValidPointers {
+ public:
+  bool contains(const void* p, int device) {
+    std::lock_guard lock(mu_);
+    for (const Entry& e : entries_)
+      if (e.pointer == p && e.device == device) return true;
+    return false;
+  }
+  void add(const void* p, int device) {
+    std::lock_guard lock(mu_);
+    entries_[next_] = Entry{p, device};
+    next_ = (next_ + 1) % entries_.size();
+  }
+
+ private:
+  struct Entry {
+    const void* pointer = nullptr;
+    int device = -1;
+  };
+  std::mutex mu_;
+  std::array<Entry, 16> entries_{};
+  size_t next_ = 0;
+};
+
+ValidPointers& valid_pointers() {
+  static ValidPointers cache;
+  return cache;
+}
+
 std::string describe_pointer(const void* p) {
   char text[32];
   std::snprintf(text, sizeof(text), "%p", p);
@@ -85,6 +117,8 @@ std::string describe_pointer(const void* p) {
 }
 
 }  // namespace
+
+AvgMethod choose_avg(int size) { return size == 1 ? AvgMethod::kCopy : AvgMethod::kNccl; }
 
 bool nccl_dtype(int32_t dtype, ncclDataType_t* out, size_t* element_size) {
   switch (dtype) {
@@ -158,9 +192,9 @@ Status make_plan(const pg_backend_op_t& op, int rank, int size, int device, Plan
                              " but this rank's communicator is on cuda:" + std::to_string(device) +
                              " (chosen from PROCGROUP_NCCL_DEVICE or LOCAL_RANK)");
     }
-    plan->buffers.push_back(b);
+    plan->buffers[plan->buffer_count++] = b;
     const cudaStream_t s = static_cast<cudaStream_t>(b->stream);
-    if (plan->streams.empty() || plan->streams.front() != s) plan->streams.push_back(s);
+    if (plan->stream_count == 0 || plan->streams[0] != s) plan->streams[plan->stream_count++] = s;
   }
   if (in != nullptr && out != nullptr && in->dtype != out->dtype)
     return invalid(op, "input dtype " + std::to_string(in->dtype) + " differs from output dtype " +
@@ -212,12 +246,16 @@ Status make_plan(const pg_backend_op_t& op, int rank, int size, int device, Plan
   // NCCL ignores the buffer of a role a rank does not play, but gets a valid pointer.
   if (plan->send == nullptr) plan->send = plan->recv;
   if (plan->recv == nullptr) plan->recv = const_cast<void*>(plan->send);
+  // At one rank every reduction's result is its input; only the average needs the help.
+  plan->copy_instead = reducing(kind) && op.reduce_op == PG_REDUCE_AVG &&
+                       choose_avg(size) == AvgMethod::kCopy;
   return {};
 }
 
 Status check_pointers(const pg_backend_op_t& op, const Plan& plan, int device) {
-  for (const pg_buffer_t* b : plan.buffers) {
-    if (b->count == 0) continue;
+  for (size_t i = 0; i < plan.buffer_count; ++i) {
+    const pg_buffer_t* b = plan.buffers[i];
+    if (b->count == 0 || valid_pointers().contains(b->data, device)) continue;
     const char* which = b == &op.input ? "input" : "output";
     cudaPointerAttributes attr{};
     const cudaError_t err = cudaPointerGetAttributes(&attr, b->data);
@@ -237,6 +275,7 @@ Status check_pointers(const pg_backend_op_t& op, const Plan& plan, int device) {
                              " is memory of cuda:" + std::to_string(attr.device) +
                              ", not of cuda:" + std::to_string(device) + " as the buffer says");
     }
+    valid_pointers().add(b->data, device);
   }
   return {};
 }

@@ -134,6 +134,11 @@ Status finish_init(const pg_backend_group_config_t& c, ncclComm_t comm, ncclResu
 
 }  // namespace
 
+bool blocking_communicators() {
+  const char* env = std::getenv("PROCGROUP_NCCL_BLOCKING");
+  return env != nullptr && std::string(env) == "1";
+}
+
 Status create_communicator(const pg_backend_group_config_t& c, const pg_host_services_t* host,
                            std::shared_ptr<Comm>* out) {
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(c.timeout_ms);
@@ -152,7 +157,8 @@ Status create_communicator(const pg_backend_group_config_t& c, const pg_host_ser
 
   set_key(c.store, "nccl/joined/" + std::to_string(c.rank), "1");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;  // init returns at once, so a rank that never comes can be given up on
+  // Non-blocking: init returns at once, so a rank that never comes can be given up on.
+  config.blocking = blocking_communicators() ? 1 : 0;
   config.commName = comm->name().c_str();
   ncclComm_t nccl = nullptr;
   const ncclResult_t r = ncclCommInitRankConfig(&nccl, c.size, id, c.rank, &config);

@@ -73,7 +73,7 @@ Status split_communicator(Comm& parent, int32_t color, const pg_backend_group_co
   DeviceGuard on(parent.device());  // the child lives on the parent's device
   PG_NCCL_TRY(on.status());
   auto call = std::make_shared<SplitCall>();
-  call->config.blocking = 0;
+  call->config.blocking = blocking_communicators() ? 1 : 0;
   // No shared resources (whatever NCCL_COMM_SPLIT_SHARE_RESOURCES says): each group must
   // fail, abort and be destroyed alone, in any order, like a created one.
   call->config.splitShare = 0;

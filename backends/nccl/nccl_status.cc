@@ -40,7 +40,13 @@ Status cuda_status(cudaError_t err, const std::string& what) {
 }
 
 pg_status_t nccl_code(ncclResult_t result) {
-  return result == ncclRemoteError ? PG_ERR_PEER_LOST : PG_ERR_BACKEND;
+  switch (result) {
+    case ncclRemoteError: return PG_ERR_PEER_LOST;
+    // The caller's mistake as NCCL saw it (e.g. a send to itself without a matching recv).
+    case ncclInvalidUsage:
+    case ncclInvalidArgument: return PG_ERR_INVALID_ARGUMENT;
+    default: return PG_ERR_BACKEND;
+  }
 }
 
 std::string nccl_error_text(ncclResult_t result, ncclComm_t comm) {

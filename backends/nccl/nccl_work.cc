@@ -12,19 +12,32 @@ Work::Work(std::shared_ptr<Comm> comm, std::string label, int64_t timeout_ms)
       deadline_(Clock::now() + std::chrono::milliseconds(timeout_ms)) {}
 
 Work::~Work() {
-  // Events belong to the communicator's device; free them there.
-  DeviceGuard on(comm_->device());
-  start_events_.clear();
-  done_.reset();
+  // Back to the communicator's pool: a completed or abandoned event is reusable as is.
+  for (size_t i = 0; i < start_count_; ++i) comm_->give_back_event(starts_[i]);
+  comm_->give_back_event(done_);
 }
 
-Status Work::prepare(const std::vector<cudaStream_t>& streams) {
-  start_events_ = std::vector<Event>(streams.size());
-  for (size_t i = 0; i < streams.size(); ++i) {
-    PG_NCCL_TRY(start_events_[i].create(label_));
+Status Work::prepare(const Plan& plan) {
+  own_stream_ = plan.stream_count == 1 && plan.streams[0] != nullptr;
+  if (!own_stream_) return prepare_on_internal_stream(plan);
+  own_ = plan.streams[0];
+  PG_NCCL_TRY(comm_->check_stream(own_, label_));
+  return comm_->take_event(&done_, label_);
+}
+
+Status Work::prepare_on_internal_stream(const Plan& plan) {
+  own_stream_ = false;
+  PG_NCCL_TRY(record_starts(plan));
+  return comm_->take_event(&done_, label_);
+}
+
+Status Work::record_starts(const Plan& plan) {
+  for (size_t i = 0; i < plan.stream_count; ++i) {
+    PG_NCCL_TRY(comm_->take_event(&starts_[i], label_));
+    ++start_count_;
     // NULL is the legacy default stream, whatever this plugin was compiled with.
-    cudaStream_t s = streams[i] != nullptr ? streams[i] : cudaStreamLegacy;
-    const cudaError_t err = cudaEventRecord(start_events_[i].get(), s);
+    cudaStream_t s = plan.streams[i] != nullptr ? plan.streams[i] : cudaStreamLegacy;
+    const cudaError_t err = cudaEventRecord(starts_[i], s);
     if (err != cudaSuccess) {
       // Most likely a stream of another device, or one already destroyed: the caller's.
       (void)cudaGetLastError();
@@ -33,9 +46,8 @@ Status Work::prepare(const std::vector<cudaStream_t>& streams) {
                                std::to_string(comm_->device()) +
                                " (cudaEventRecord: " + cuda_error_text(err) + ")");
     }
-    starts_.push_back(start_events_[i].get());
   }
-  return done_.create(label_);
+  return {};
 }
 
 void Work::set_issued(bool recorded) {
@@ -43,9 +55,14 @@ void Work::set_issued(bool recorded) {
   issued_.store(true);
 }
 
+void Work::set_failed(const Status& cause) {
+  (void)finish(cause);
+  set_issued(false);
+}
+
 bool Work::settle_if_complete() {
   if (!recorded_.load()) return false;
-  const cudaError_t q = cudaEventQuery(done_.get());
+  const cudaError_t q = cudaEventQuery(done_);
   if (q != cudaSuccess) {
     if (q != cudaErrorNotReady) (void)cudaGetLastError();
     return false;
@@ -66,7 +83,7 @@ Status Work::poll() {
   // success only if no failure was recorded by the time it was seen (failures are recorded
   // before the abort). A work that completed before the failure was settled as PG_OK by
   // Comm::fail, and finish() keeps that.
-  const cudaError_t q = recorded_.load() ? cudaEventQuery(done_.get()) : cudaErrorNotReady;
+  const cudaError_t q = recorded_.load() ? cudaEventQuery(done_) : cudaErrorNotReady;
   const std::optional<Status> failed = comm_->failure();
   if (q == cudaSuccess && !failed) return finish(Status{});
   if (const auto& f = failed) {
