@@ -102,12 +102,15 @@ int env_int(std::initializer_list<const char*> names, int fallback) {
 #endif
 
 // -g cuda: this rank's GPU (made current before the group exists, so NCCL finds it), its
-// buffers, and CUDA events on the legacy default stream, where procgroup's operations are
-// ordered (pg_buffer_t.stream NULL).
+// buffers, a stream of its own for procgroup's operations (as the raw side has), and the
+// host-clock timer both sides share.
 struct DeviceSide {
   Placement placement;
   std::unique_ptr<Memory> memory;
   std::unique_ptr<Timer> timer;
+#if COLLBENCH_HAVE_CUDA
+  std::shared_ptr<CudaStream> stream;
+#endif
 };
 
 DeviceSide make_device_side(const std::string& device) {
@@ -117,9 +120,10 @@ DeviceSide make_device_side(const std::string& device) {
   const int local_rank = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0);
   const int local_size = env_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1);
   const int index = select_cuda_device(local_rank, local_size);
-  d.placement = {PG_DEVICE_CUDA, index};
+  d.stream = std::make_shared<CudaStream>();
+  d.placement = {PG_DEVICE_CUDA, index, d.stream->get()};
   d.memory = std::make_unique<CudaMemory>(index);
-  d.timer = std::make_unique<CudaEventTimer>(nullptr);
+  d.timer = std::make_unique<CudaWallTimer>();
   return d;
 #else
   throw std::runtime_error(

@@ -61,7 +61,8 @@ pg_reduce_op_t to_pg(RedOp op) {
 pg_buffer_t Placement::buffer(void* data, uint64_t count, pg_dtype_t dtype) const {
   pg_buffer_t b = pg_buffer_cpu(data, count, dtype);
   b.device_type = type;
-  b.device_index = index;  // stream NULL: the legacy default stream for CUDA
+  b.device_index = index;
+  b.stream = stream;
   return b;
 }
 

@@ -2,7 +2,7 @@
 // barriers and small reductions, and the Engine that issues the measured collectives through
 // the public C ABI (procgroup.h), as an application would.
 //
-// With -g cuda the engine's buffers are device buffers (the legacy default stream) and the
+// With -g cuda the engine's buffers are device buffers (on Placement::stream) and the
 // communicator stages its small values through device memory, so it needs nothing but CUDA
 // buffers from the backend.
 //
@@ -22,6 +22,7 @@ namespace procgroup::bench {
 struct Placement {
   pg_device_type_t type = PG_DEVICE_CPU;
   int32_t index = 0;
+  void* stream = nullptr;  // CUDA: the stream procgroup's operations run on
   pg_buffer_t buffer(void* data, uint64_t count, pg_dtype_t dtype) const;
 };
 

@@ -76,26 +76,21 @@ void CudaMemory::to_host(void* host_dst, const void* src, uint64_t bytes) {
     check_cuda(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
 }
 
-CudaEventTimer::CudaEventTimer(cudaStream_t stream) : stream_(stream) {
-  check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
-  const cudaError_t created = cudaEventCreate(&stop_);
-  if (created != cudaSuccess) cudaEventDestroy(start_);
-  check_cuda(created, "cudaEventCreate");
+void CudaWallTimer::start() {
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  start_ = std::chrono::steady_clock::now();
 }
 
-CudaEventTimer::~CudaEventTimer() {
-  cudaEventDestroy(start_);
-  cudaEventDestroy(stop_);
+double CudaWallTimer::stop_us() {
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_)
+      .count();
 }
 
-void CudaEventTimer::start() { check_cuda(cudaEventRecord(start_, stream_), "cudaEventRecord"); }
+CudaStream::CudaStream() { check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate"); }
 
-double CudaEventTimer::stop_us() {
-  check_cuda(cudaEventRecord(stop_, stream_), "cudaEventRecord");
-  check_cuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
-  float ms = 0;
-  check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-  return 1000.0 * ms;
+CudaStream::~CudaStream() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 }  // namespace procgroup::bench

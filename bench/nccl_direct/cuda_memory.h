@@ -1,15 +1,16 @@
 // cuda_memory.h — collbench's CUDA pieces for -g cuda: choosing the rank's GPU, device
-// buffers (bench/common/memory.h's Memory over cudaMalloc) and a Timer of CUDA events on
-// the stream an engine's operations are ordered on. Every CUDA call is checked; a failure
+// buffers (bench/common/memory.h's Memory over cudaMalloc), a Timer, and a stream. Every CUDA call is checked; a failure
 // throws std::runtime_error naming the call and CUDA's message.
 //
 //   const int device = select_cuda_device(local_rank, local_world_size);  // cudaSetDevice
 //   CudaMemory memory(device);
-//   CudaEventTimer timer(/*stream=*/nullptr);   // the legacy default stream
+//   CudaWallTimer timer;   // host clock between device synchronisations
+//   CudaStream stream;     // where an engine's operations run
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <string>
 
 #include "memory.h"
@@ -38,20 +39,30 @@ class CudaMemory : public Memory {
   std::string name_;
 };
 
-// Events recorded on stream (null: the legacy default stream) around the timed loop; the
-// stop event is waited for, so stop_us() returns once the last operation finished there.
-class CudaEventTimer : public Timer {
+// nccl-tests' timing, the same for procgroup and raw NCCL: the host clock from an idle
+// device (start) to the end of the engine's run plus a device synchronisation (stop), so
+// each side pays its own host costs of issuing and waiting.
+class CudaWallTimer : public Timer {
  public:
-  explicit CudaEventTimer(cudaStream_t stream);
-  ~CudaEventTimer() override;
-  CudaEventTimer(const CudaEventTimer&) = delete;
-  CudaEventTimer& operator=(const CudaEventTimer&) = delete;
   void start() override;
   double stop_us() override;
 
  private:
-  cudaStream_t stream_;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A blocking stream (it orders itself after the legacy default stream's copies) on the
+// current device, destroyed with the object.
+class CudaStream {
+ public:
+  CudaStream();
+  ~CudaStream();
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace procgroup::bench

@@ -65,10 +65,8 @@ class NcclDirectEngine : public Engine {
     // A blocking stream: it waits for the runner's copies on the legacy default stream, and
     // the copies back wait for it, with no extra synchronisation in the timed loop.
     check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    timer_ = std::make_unique<CudaEventTimer>(stream_);
   }
   ~NcclDirectEngine() override {
-    timer_.reset();
     if (scratch_ != nullptr) cudaFree(scratch_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
@@ -76,7 +74,7 @@ class NcclDirectEngine : public Engine {
   NcclDirectEngine(const NcclDirectEngine&) = delete;
   NcclDirectEngine& operator=(const NcclDirectEngine&) = delete;
 
-  Timer* timer() override { return timer_.get(); }
+  Timer* timer() override { return &timer_; }
 
   void prepare(const OpCall& c) override {
     const uint64_t need =
@@ -182,7 +180,7 @@ class NcclDirectEngine : public Engine {
   int rank_, size_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<CudaEventTimer> timer_;
+  CudaWallTimer timer_;
   void* scratch_ = nullptr;
   uint64_t scratch_bytes_ = 0;
 };

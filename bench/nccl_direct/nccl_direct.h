@@ -2,8 +2,9 @@
 // communicator, with no procgroup between the caller and NCCL, to measure what procgroup's
 // core and nccl plugin add. The communicator comes from ncclCommInitRank with a
 // ncclUniqueId that rank 0 makes and sends to the others through collbench's own group
-// (comm.broadcast). Operations run on a stream of the engine's own and are timed with CUDA
-// events on it (nccl-tests' method); -z 1 waits for each before the next.
+// (comm.broadcast). Operations run on a stream of the engine's own and are timed by the host
+// clock up to a stream synchronisation after the last one (nccl-tests' method, which the
+// procgroup side uses too); -z 1 waits for each before the next.
 //
 //   auto direct = make_nccl_direct_engine(comm, device);   // collective
 //   direct->run(call, 20, false);
