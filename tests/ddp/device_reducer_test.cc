@@ -234,6 +234,10 @@ TEST_P(DdpDeviceReducer, UnusedParametersAndRebuiltBucketViews) {
       }
       if (pass == 1) got[rank] = grads;
       reducer.zero_grad();
+      // zero_grad runs asynchronously on the reducer's stream (the legacy default stream
+      // here), which the writer's non-blocking stream does not wait for: without this the
+      // next pass's upload could land before the memset (the failure seen under load).
+      synchronize(device());
     }
   }, {.backend = backend()});
   for (int r = 0; r < world; ++r) ASSERT_EQ(got[r].size(), 3u) << "rank " << r << " failed";
