@@ -37,8 +37,10 @@
 
 namespace procgroup::gloo_backend {
 
+// The group class of kit::make_ops (gloo_backend.cc builds the entries from it).
 class GlooGroup {
  public:
+  static constexpr const char* kName = "gloo";
   // Connects the full mesh through config.store; blocks up to config.timeout_ms.
   static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                        std::unique_ptr<GlooGroup>* out);

@@ -15,19 +15,12 @@
 #include <string>
 #include <utility>
 
-#include "procgroup/procgroup_backend.h"
+#include "procgroup/procgroup_backend_kit.hpp"
 
 namespace procgroup::gloo_backend {
 
 // The backend's internal result: PG_OK or an error status with its message.
-struct Status {
-  pg_status_t code = PG_OK;
-  std::string message;
-  bool ok() const { return code == PG_OK; }
-  static Status error(pg_status_t code, std::string message) {
-    return Status{code, std::move(message)};
-  }
-};
+using Status = kit::Status;
 
 // Where one rank's data lives for an operation, after in-place forms are resolved.
 struct Plan {

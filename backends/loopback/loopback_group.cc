@@ -26,7 +26,7 @@ void SharedGroup::fail_locked(pg_status_t status, std::string message, uint64_t 
   cv.notify_all();
 }
 
-Outcome SharedGroup::failure_for(uint64_t index) const {
+Status SharedGroup::failure_for(uint64_t index) const {
   if (fail_status == PG_ERR_TIMEOUT && index != 0 && index == fail_index) {
     return {PG_ERR_TIMEOUT, fail_message};
   }
@@ -43,7 +43,7 @@ RankGroup::RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t time
 
 RankGroup::~RankGroup() = default;
 
-void RankGroup::destroy() {
+void RankGroup::shutdown() {
   SharedGroup& g = *shared_;
   {
     std::lock_guard lock(g.mu);
@@ -87,11 +87,17 @@ Clock::time_point RankGroup::deadline_for(const pg_backend_op_t& op) const {
 
 // ---- RankGroup: collectives ----------------------------------------------------------
 
-Outcome RankGroup::submit_collective(const pg_backend_op_t& op, pg_backend_work_t* out) {
+Status RankGroup::submit(const pg_backend_op_t& op, WorkRef* out) {
+  if (op.op == PG_OP_SEND) return submit_send(op, out);
+  if (op.op == PG_OP_RECV) return submit_recv(op, out);
+  return submit_collective(op, out);
+}
+
+Status RankGroup::submit_collective(const pg_backend_op_t& op, WorkRef* out) {
   Task task;
-  Outcome valid = normalize_collective(op, rank_, shared_->size, &task.desc);
+  Status valid = normalize_collective(op, rank_, shared_->size, &task.desc);
   if (!valid.ok()) return valid;
-  task.work = WorkRef(new Work(host_));
+  task.work = WorkRef(new Work());
   task.deadline = deadline_for(op);
   SharedGroup& g = *shared_;
   std::lock_guard lock(g.mu);
@@ -102,7 +108,7 @@ Outcome RankGroup::submit_collective(const pg_backend_op_t& op, pg_backend_work_
     g.slots[rank_].queue.push_back(task);
     g.cv.notify_all();
   }
-  *out = task.work.share();
+  *out = task.work;
   return {};
 }
 
@@ -194,7 +200,7 @@ void RankGroup::run_task(std::unique_lock<std::mutex>& lock, Task& task) {
   for (int r = 0; r < g.size; ++r) all[r] = g.slots[r].desc;
   me.committed = k;
   lock.unlock();
-  Outcome result;
+  Status result;
   std::string mismatch = check_agreement(all);
   if (!mismatch.empty()) {
     result = {PG_ERR_MISMATCH, std::move(mismatch)};

@@ -53,7 +53,7 @@ struct OpDesc {
 uint64_t dtype_size(pg_dtype_t dtype);  // 0 for an invalid dtype
 const char* op_name(pg_op_t op);
 // Validates op for this rank and fills *desc.
-Outcome normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* desc);
+Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* desc);
 // "allreduce(f32 x 1024, sum)", "broadcast(f32 x 8, root 2)", ...
 std::string describe(const OpDesc& desc);
 // Empty when every rank called the same collective; else a message naming the first
@@ -61,7 +61,7 @@ std::string describe(const OpDesc& desc);
 std::string check_agreement(std::span<const OpDesc> all);
 // Computes rank's result from every rank's desc. In-place results go to *temp; the
 // caller copies them to dst once no peer reads src any more.
-Outcome compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
+Status compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
                            std::vector<uint8_t>* temp);
 
 // ---- Shared state ---------------------------------------------------------------
@@ -140,7 +140,7 @@ struct SharedGroup {
   void fail_locked(pg_status_t status, std::string message, uint64_t index);
   // What a work fails with once the group has failed. index: the collective the work had
   // posted and was waiting in (0: none); waiting in the one that timed out is a timeout.
-  Outcome failure_for(uint64_t index) const;
+  Status failure_for(uint64_t index) const;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -163,33 +163,39 @@ struct SharedGroup {
 
 // ---- One rank's handle (the pg_backend_group_t) ---------------------------------
 
+// The group class of kit::make_ops (procgroup_backend_kit.hpp builds the entries from it).
 class RankGroup {
  public:
-  // Validates config, joins the group (waiting for every rank), starts the worker.
-  static Outcome create(const pg_backend_group_config_t* config, const pg_host_services_t* host,
-                        RankGroup** out);
+#if defined(PG_LOOPBACK_P2P_ONLY) && PG_LOOPBACK_P2P_ONLY
+  static constexpr const char* kName = "loopback_p2p";
+#else
+  static constexpr const char* kName = "loopback";
+#endif
+  // Joins the group (waiting for every rank), starts the worker.
+  static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
+                       std::unique_ptr<RankGroup>* out);
   // group_split: collective over every rank of this group, in the same order everywhere
   // (procgroup_backend.h). The child is made from this group's state, without the store;
   // a rank with PG_SPLIT_NO_COLOR takes part and gets no child (*out stays NULL).
-  Outcome split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
-                RankGroup** out);
-  ~RankGroup();  // use destroy()
+  Status split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
+               std::unique_ptr<RankGroup>* out);
+  ~RankGroup();  // after shutdown()
 
   // Drains this rank's queue, joins the worker, fails its unmatched recvs, leaves the group.
-  void destroy();
+  void shutdown();
   void abort();
-  Outcome submit_collective(const pg_backend_op_t& op, pg_backend_work_t* work);
-  Outcome submit_send(const pg_backend_op_t& op, pg_backend_work_t* work);
-  Outcome submit_recv(const pg_backend_op_t& op, pg_backend_work_t* work);
-  const pg_host_services_t* host() const { return host_; }
+  Status submit(const pg_backend_op_t& op, WorkRef* work);
 
  private:
   RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
             const pg_host_services_t* host);
   // The handle of a rank that has joined `shared`, with its worker started; on failure
   // the rank leaves again and the group fails.
-  static Outcome launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
-                        const pg_host_services_t* host, RankGroup** out);
+  static Status launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
+                       const pg_host_services_t* host, std::unique_ptr<RankGroup>* out);
+  Status submit_collective(const pg_backend_op_t& op, WorkRef* work);
+  Status submit_send(const pg_backend_op_t& op, WorkRef* work);
+  Status submit_recv(const pg_backend_op_t& op, WorkRef* work);
   Clock::time_point deadline_for(const pg_backend_op_t& op) const;
   void worker_main();
   void run_task(std::unique_lock<std::mutex>& lock, Task& task);
@@ -211,12 +217,10 @@ class RankGroup {
   std::thread worker_;
 };
 
-// ---- Process-wide state (the plugin's one global), loopback_rendezvous.cc --------
+// ---- Helpers, loopback_rendezvous.cc ---------------------------------------------
 
-void set_plugin_host(const pg_host_services_t* host);
 // A group config's own checks, for group_create and group_split ("" when fine).
 std::string config_problem(const pg_backend_group_config_t* config, const char* entry);
-const pg_host_services_t* plugin_host();
 
 // "0, 2, 3": for messages naming ranks.
 std::string rank_list(const std::vector<int>& ranks);

@@ -50,7 +50,7 @@ bool overlaps(const uint8_t* a, uint64_t a_bytes, const uint8_t* b, uint64_t b_b
 }
 
 // Checks one buffer the operation uses; absent buffers (NULL, 0) pass.
-Outcome check_buffer(const pg_buffer_t& b, const char* name, const char* op) {
+Status check_buffer(const pg_buffer_t& b, const char* name, const char* op) {
   if (!present(b)) return {};
   std::string where = std::string(op) + ": " + name;
   if (b.struct_size < sizeof(pg_buffer_t)) {
@@ -73,7 +73,7 @@ Outcome check_buffer(const pg_buffer_t& b, const char* name, const char* op) {
   return {};
 }
 
-Outcome invalid(const char* op, const std::string& what) {
+Status invalid(const char* op, const std::string& what) {
   return {PG_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what};
 }
 
@@ -102,7 +102,7 @@ const char* op_name(pg_op_t op) {
   return op >= 0 && op < PG_OP_COUNT_ ? kNames[op] : "unknown op";
 }
 
-Outcome normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* d) {
+Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* d) {
   const char* name = op_name(op.op);
   d->op = op.op;
   d->seq = op.seq;
@@ -125,10 +125,10 @@ Outcome normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDe
   const bool has_in = use_in && present(in);
   const bool has_out = use_out && present(out);
   if (use_in) {
-    if (Outcome o = check_buffer(in, "input", name); !o.ok()) return o;
+    if (Status o = check_buffer(in, "input", name); !o.ok()) return o;
   }
   if (use_out) {
-    if (Outcome o = check_buffer(out, "output", name); !o.ok()) return o;
+    if (Status o = check_buffer(out, "output", name); !o.ok()) return o;
   }
   if (has_in && has_out && in.dtype != out.dtype) {
     return invalid(name, std::string("input is ") + dtype_name(in.dtype) + " but output is " +
@@ -245,7 +245,7 @@ std::string check_agreement(std::span<const OpDesc> all) {
 namespace {
 
 // target = src[0] (op) src[1] (op) ... in rank order, so every rank gets the same bits.
-Outcome reduce_in_order(const pg_host_services_t* host, uint8_t* target,
+Status reduce_in_order(const pg_host_services_t* host, uint8_t* target,
                         std::span<const OpDesc> all, uint64_t offset, const OpDesc& me) {
   const uint64_t bytes = me.n * me.esize;
   if (bytes == 0) return {};
@@ -271,7 +271,7 @@ void copy(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
 
 }  // namespace
 
-Outcome compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
+Status compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
                            std::vector<uint8_t>* temp) {
   const OpDesc& me = all[rank];
   const uint64_t block = me.n * me.esize;
@@ -287,7 +287,7 @@ Outcome compute_collective(const pg_host_services_t* host, int rank, std::span<c
     switch (me.op) {
       case PG_OP_ALLREDUCE: return reduce_in_order(host, target(block), all, 0, me);
       case PG_OP_REDUCE:
-        return is_root ? reduce_in_order(host, target(block), all, 0, me) : Outcome{};
+        return is_root ? reduce_in_order(host, target(block), all, 0, me) : Status{};
       case PG_OP_REDUCE_SCATTER: return reduce_in_order(host, target(block), all, rank * block, me);
       case PG_OP_BROADCAST: copy(me.dst, all[me.root].src, block); return {};
       case PG_OP_ALLGATHER:

@@ -23,10 +23,10 @@ const pg_buffer_t& p2p_buffer(const pg_backend_op_t& op, bool is_send) {
   return first_used || !second_used ? first : second;
 }
 
-Outcome check_p2p(const pg_backend_op_t& op, const pg_buffer_t& b, int size, uint64_t* bytes) {
+Status check_p2p(const pg_backend_op_t& op, const pg_buffer_t& b, int size, uint64_t* bytes) {
   const char* name = op_name(op.op);
   auto invalid = [&](const std::string& what) {
-    return Outcome{PG_ERR_INVALID_ARGUMENT, std::string(name) + ": " + what};
+    return Status{PG_ERR_INVALID_ARGUMENT, std::string(name) + ": " + what};
   };
   if (op.peer < 0 || op.peer >= size) {
     return invalid("peer " + std::to_string(op.peer) + " is not a rank of a group of size " +
@@ -71,14 +71,14 @@ void RankGroup::deliver(PendingRecv& recv, const void* data, uint64_t bytes, Wor
   if (send_work != nullptr) send_work->complete(PG_OK);
 }
 
-Outcome RankGroup::submit_send(const pg_backend_op_t& op, pg_backend_work_t* out) {
+Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
   const pg_buffer_t& buffer = p2p_buffer(op, /*is_send=*/true);
   uint64_t bytes = 0;
-  if (Outcome o = check_p2p(op, buffer, shared_->size, &bytes); !o.ok()) return o;
+  if (Status o = check_p2p(op, buffer, shared_->size, &bytes); !o.ok()) return o;
   const P2pKey key{op.peer, rank_, op.tag};
   SharedGroup& g = *shared_;
-  WorkRef work(new Work(host_));
-  *out = work.share();
+  WorkRef work(new Work());
+  *out = work;
   std::vector<uint8_t> payload;
   for (int attempt = 0;; ++attempt) {
     std::unique_lock lock(g.mu);
@@ -112,14 +112,14 @@ Outcome RankGroup::submit_send(const pg_backend_op_t& op, pg_backend_work_t* out
   }
 }
 
-Outcome RankGroup::submit_recv(const pg_backend_op_t& op, pg_backend_work_t* out) {
+Status RankGroup::submit_recv(const pg_backend_op_t& op, WorkRef* out) {
   const pg_buffer_t& buffer = p2p_buffer(op, /*is_send=*/false);
   uint64_t bytes = 0;
-  if (Outcome o = check_p2p(op, buffer, shared_->size, &bytes); !o.ok()) return o;
+  if (Status o = check_p2p(op, buffer, shared_->size, &bytes); !o.ok()) return o;
   const P2pKey key{rank_, op.peer, op.tag};
   SharedGroup& g = *shared_;
-  WorkRef work(new Work(host_));
-  *out = work.share();
+  WorkRef work(new Work());
+  *out = work;
   PendingRecv recv{work,   buffer.data,      bytes,
                    op.seq, deadline_for(op), op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_};
   std::unique_lock lock(g.mu);

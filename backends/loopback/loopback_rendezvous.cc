@@ -2,7 +2,6 @@
 // the group's store and the process-wide registry (the plugin's only global).
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -17,12 +16,11 @@ namespace {
 constexpr const char* kInstanceKey = "loopback/instance";
 
 // The plugin's only global: groups by instance id, so ranks (threads) can find the state
-// rank 0 created, and the host services negotiate received.
+// rank 0 created.
 struct PluginState {
   std::mutex mu;
   std::map<uint64_t, std::shared_ptr<SharedGroup>> groups;
   uint64_t next_instance = 1;
-  std::atomic<const pg_host_services_t*> host{nullptr};
 };
 
 PluginState& plugin_state() {
@@ -37,7 +35,7 @@ void unregister(uint64_t instance) {
 }
 
 // Rank 0's side of the rendezvous: a new SharedGroup, registered and published.
-Outcome publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
+Status publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
   PluginState& state = plugin_state();
   {
     std::lock_guard lock(state.mu);
@@ -58,7 +56,7 @@ Outcome publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedG
 }
 
 // Other ranks: read rank 0's instance from the store and find it in the registry.
-Outcome lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
+Status lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
   const std::string where =
       "loopback group '" + std::string(config.group_id) + "' rank " + std::to_string(config.rank);
   void* value = nullptr;
@@ -106,7 +104,7 @@ Outcome lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGr
 std::string config_problem(const pg_backend_group_config_t* c, const char* entry) {
   const std::string e(entry);
   if (c == nullptr) return e + ": NULL config";
-  if (c->struct_size < sizeof(pg_backend_group_config_t)) {
+  if (c->struct_size < PG_BACKEND_GROUP_CONFIG_V1_SIZE) {
     return e + ": config.struct_size " + std::to_string(c->struct_size) + " is too small";
   }
   if (c->size < 1 || c->rank < 0 || c->rank >= c->size) {
@@ -130,23 +128,15 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-void report_error(const pg_host_services_t* host, const std::string& message) {
-  if (host != nullptr && host->set_error != nullptr) host->set_error(host->ctx, message.c_str());
-}
-
-void set_plugin_host(const pg_host_services_t* host) { plugin_state().host.store(host); }
-const pg_host_services_t* plugin_host() { return plugin_state().host.load(); }
-
 // ---- RankGroup: joining and leaving -----------------------------------------------
 
-Outcome RankGroup::create(const pg_backend_group_config_t* config_ptr,
-                          const pg_host_services_t* host, RankGroup** out) {
-  if (std::string problem = config_problem(config_ptr, "group_create"); !problem.empty()) {
+Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
+                         std::unique_ptr<RankGroup>* out) {
+  if (std::string problem = config_problem(&config, "group_create"); !problem.empty()) {
     return {PG_ERR_INVALID_ARGUMENT, problem};
   }
-  const pg_backend_group_config_t& config = *config_ptr;
   std::shared_ptr<SharedGroup> shared;
-  Outcome found = config.rank == 0 ? publish(config, &shared) : lookup(config, &shared);
+  Status found = config.rank == 0 ? publish(config, &shared) : lookup(config, &shared);
   if (!found.ok()) return found;
   SharedGroup& g = *shared;
   const int rank = config.rank;
@@ -194,8 +184,8 @@ Outcome RankGroup::create(const pg_backend_group_config_t* config_ptr,
   return launch(std::move(shared), rank, config.timeout_ms, host, out);
 }
 
-Outcome RankGroup::launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
-                          const pg_host_services_t* host, RankGroup** out) {
+Status RankGroup::launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
+                         const pg_host_services_t* host, std::unique_ptr<RankGroup>* out) {
   SharedGroup& g = *shared;
   auto* handle = new RankGroup(std::move(shared), rank, timeout_ms, host);
   try {
@@ -210,7 +200,7 @@ Outcome RankGroup::launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t
     delete handle;
     return {PG_ERR_BACKEND, "loopback: could not start a worker thread"};
   }
-  *out = handle;
+  out->reset(handle);
   return {};
 }
 

@@ -69,8 +69,8 @@ std::string check_split(std::span<const SplitRequest> all) {
   return "";
 }
 
-Outcome RankGroup::split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
-                         RankGroup** out) {
+Status RankGroup::split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
+                        std::unique_ptr<RankGroup>* out) {
   const SplitRequest mine = request_of(color, key, config);
   SharedGroup& g = *shared_;
   const std::string where = "loopback group '" + g.group_id + "' rank " + std::to_string(rank_);

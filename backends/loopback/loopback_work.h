@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "procgroup/procgroup_backend.h"
+#include "procgroup/procgroup_backend_kit.hpp"
 
 namespace procgroup::loopback {
 
@@ -27,20 +27,11 @@ inline Clock::time_point deadline_after(int64_t ms) {
   return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
 }
 
-// What went wrong, carried from deep inside the plugin up to an entry point.
-struct Outcome {
-  pg_status_t status = PG_OK;
-  std::string message;
-  bool ok() const { return status == PG_OK; }
-};
-
-// Tells the core the message of a failure on the calling thread (host may be null when
-// negotiate was never called; then there is nobody to tell).
-void report_error(const pg_host_services_t* host, const std::string& message);
+using kit::Status;
 
 class Work {
  public:
-  explicit Work(const pg_host_services_t* host) : host_(host) {}
+  Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
@@ -59,16 +50,16 @@ class Work {
     }
     cv_.notify_all();
   }
-  void complete(Outcome outcome) { complete(outcome.status, std::move(outcome.message)); }
+  void complete(Status outcome) { complete(outcome.code, std::move(outcome.message)); }
 
-  // PG_OK, PG_PENDING or the error (whose message goes to set_error).
-  pg_status_t test() {
+  // PG_OK, PG_PENDING or the error, whose text goes to *message.
+  pg_status_t test(std::string* message) {
     std::unique_lock lock(mu_);
-    return report_locked();
+    return report_locked(message);
   }
 
   // timeout_ms < 0 waits for completion, which every operation reaches by its own deadline.
-  pg_status_t wait(int64_t timeout_ms) {
+  pg_status_t wait(int64_t timeout_ms, std::string* message) {
     std::unique_lock lock(mu_);
     auto done = [this] { return status_ != PG_PENDING; };
     const Clock::time_point deadline = deadline_after(timeout_ms);
@@ -77,18 +68,17 @@ class Work {
     } else {
       cv_.wait_until(lock, deadline, done);
     }
-    return report_locked();
+    return report_locked(message);
   }
 
  private:
   ~Work() = default;
 
-  pg_status_t report_locked() {
-    if (status_ != PG_OK && status_ != PG_PENDING) report_error(host_, message_);
+  pg_status_t report_locked(std::string* message) {
+    if (status_ != PG_OK && status_ != PG_PENDING) *message = message_;
     return status_;
   }
 
-  const pg_host_services_t* host_;
   std::atomic<int> refs_{1};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -114,12 +104,6 @@ class WorkRef {
   }
   Work* operator->() const { return work_; }
   Work* get() const { return work_; }
-  // Hands one count to the caller (the pg_backend_work_t it receives).
-  pg_backend_work_t share() const {
-    work_->ref();
-    return reinterpret_cast<pg_backend_work_t>(work_);
-  }
-
  private:
   Work* work_ = nullptr;
 };

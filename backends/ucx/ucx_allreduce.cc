@@ -57,10 +57,10 @@ Task fold_in(Op& op, const Fold& f, std::byte* data, std::byte* tmp) {
   Io io(op);
   if (f.newrank < 0) {
     io.send(op.rank + 1, data, bytes, 0);
-    UCX_CO_TRY(co_await io);
+    PG_KIT_CO_TRY(co_await io);
   } else {
     io.recv(op.rank - 1, tmp, bytes, 0);
-    UCX_CO_TRY(co_await io);
+    PG_KIT_CO_TRY(co_await io);
     op.combine(data, tmp, data, op.plan.n);  // lower rank first, as recursive doubling does
   }
   co_return Status{};
@@ -75,7 +75,7 @@ Task fold_out(Op& op, const Fold& f, std::byte* data, uint64_t step) {
   } else {
     io.send(op.rank - 1, data, op.plan.bytes(), step);
   }
-  UCX_CO_TRY(co_await io);
+  PG_KIT_CO_TRY(co_await io);
   co_return Status{};
 }
 
@@ -167,7 +167,7 @@ Task run_ring(Op& op, Ring ring) {
     const size_t k = i % window;
     if (e.step != first) post_initial(UINT64_MAX);
     Io& slot = *slots[k];  // a named lvalue: GCC 12 would copy the awaiter otherwise
-    UCX_CO_TRY(co_await slot);
+    PG_KIT_CO_TRY(co_await slot);
     const uint64_t n = clen(e.block, e.chunk);
     std::byte* chunk_dst = ring.dst[e.block] + e.chunk * chunk * es;
     if (e.step < p - 1) {
@@ -184,7 +184,7 @@ Task run_ring(Op& op, Ring ring) {
     post_initial(i + 1 + ahead);
   }
   post_initial(UINT64_MAX);
-  UCX_CO_TRY(co_await sends);
+  PG_KIT_CO_TRY(co_await sends);
   co_return Status{};
 }
 
@@ -198,7 +198,7 @@ Task allreduce_recursive_doubling(Op& op) {
   if (!op.plan.in_place) std::memcpy(out, op.plan.in, bytes);
   std::byte* tmp = op.scratch(bytes);
   const Fold f = fold_of(op.rank, op.size);
-  if (f.rem > 0) UCX_CO_TRY(co_await fold_in(op, f, out, tmp));
+  if (f.rem > 0) PG_KIT_CO_TRY(co_await fold_in(op, f, out, tmp));
   uint64_t step = 1;
   if (f.newrank >= 0) {
     for (int mask = 1; mask < f.pof2; mask <<= 1, ++step) {
@@ -206,7 +206,7 @@ Task allreduce_recursive_doubling(Op& op) {
       Io io(op);
       io.recv(peer, tmp, bytes, step);
       io.send(peer, out, bytes, step);
-      UCX_CO_TRY(co_await io);
+      PG_KIT_CO_TRY(co_await io);
       // Every rank combines in rank order, so all end with bit-identical results.
       if (peer < op.rank) {
         op.combine(out, tmp, out, op.plan.n);
@@ -216,7 +216,7 @@ Task allreduce_recursive_doubling(Op& op) {
     }
   }
   // Ranks that sat out skipped the rounds: the fold-out step is counted, not accumulated.
-  if (f.rem > 0) UCX_CO_TRY(co_await fold_out(op, f, out, 1 + log2_of(f.pof2)));
+  if (f.rem > 0) PG_KIT_CO_TRY(co_await fold_out(op, f, out, 1 + log2_of(f.pof2)));
   op.finish_avg(out, op.plan.n);
   co_return Status{};
 }
@@ -229,7 +229,7 @@ Task allreduce_rabenseifner(Op& op) {
   if (!op.plan.in_place) std::memcpy(out, op.plan.in, op.plan.bytes());
   const Fold f = fold_of(op.rank, op.size);
   std::byte* tmp = op.scratch(op.plan.bytes());
-  UCX_CO_TRY(co_await fold_in(op, f, out, tmp));
+  PG_KIT_CO_TRY(co_await fold_in(op, f, out, tmp));
   uint64_t step = 1;
   if (f.newrank >= 0) {
     const Blocks blocks{op.plan.n, f.pof2};
@@ -245,7 +245,7 @@ Task allreduce_rabenseifner(Op& op) {
       Io io(op);
       io.recv(peer, tmp, keep_n * es, step);
       io.send(peer, out + give_off * es, give_n * es, step);
-      UCX_CO_TRY(co_await io);
+      PG_KIT_CO_TRY(co_await io);
       op.combine(out + keep_off * es, out + keep_off * es, tmp, keep_n);
       lo = keep_lo;
       hi = keep_hi;
@@ -261,12 +261,12 @@ Task allreduce_rabenseifner(Op& op) {
       Io io(op);
       io.recv(peer, out + other_off * es, other_n * es, step);
       io.send(peer, out + mine_off * es, mine_n * es, step);
-      UCX_CO_TRY(co_await io);
+      PG_KIT_CO_TRY(co_await io);
       lo = std::min(lo, other_lo);
       hi = std::max(hi, other_hi);
     }
   }
-  UCX_CO_TRY(co_await fold_out(op, f, out, 1 + 2 * log2_of(f.pof2)));
+  PG_KIT_CO_TRY(co_await fold_out(op, f, out, 1 + 2 * log2_of(f.pof2)));
   co_return Status{};
 }
 

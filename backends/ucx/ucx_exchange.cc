@@ -31,7 +31,7 @@ Task allgather_bruck(Op& op) {
     Io io(op);
     io.recv((r + k) % p, tmp + k * bytes, count * bytes, step);
     io.send((r - k + p) % p, tmp, count * bytes, step);
-    UCX_CO_TRY(co_await io);
+    PG_KIT_CO_TRY(co_await io);
   }
   for (int i = 0; i < p; ++i) {
     std::byte* into = op.plan.out + ((r + i) % p) * bytes;
@@ -59,7 +59,7 @@ Task alltoall_pairwise(Op& op) {
       io.recv(from, op.plan.out + from * bytes, bytes, s);
       io.send(to, src + to * bytes, bytes, s);
     }
-    UCX_CO_TRY(co_await io);
+    PG_KIT_CO_TRY(co_await io);
   }
   co_return Status{};
 }
@@ -73,7 +73,7 @@ Task barrier_dissemination(Op& op) {
     Io io(op);
     io.recv((r - k + p) % p, sink, 0, step);
     io.send((r + k) % p, kNothing, 0, step);
-    UCX_CO_TRY(co_await io);
+    PG_KIT_CO_TRY(co_await io);
   }
   co_return Status{};
 }
@@ -81,14 +81,14 @@ Task barrier_dissemination(Op& op) {
 Task send_message(Op& op) {
   Io io(op);
   io.send_tagged(op.desc.peer, op.plan.in, op.plan.bytes(), tags::p2p(op.rank, op.desc.tag, op.plan.dtype));
-  UCX_CO_TRY(co_await io);
+  PG_KIT_CO_TRY(co_await io);
   co_return Status{};
 }
 
 Task recv_message(Op& op) {
   Io io(op);
   io.recv_tagged(op.desc.peer, op.plan.out, op.plan.bytes(), tags::p2p(op.desc.peer, op.desc.tag, op.plan.dtype));
-  UCX_CO_TRY(co_await io);
+  PG_KIT_CO_TRY(co_await io);
   co_return Status{};
 }
 

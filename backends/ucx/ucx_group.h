@@ -54,8 +54,10 @@ inline constexpr uint8_t kControlNotice = 1;
 inline constexpr uint8_t kControlGoodbye = 2;
 inline constexpr uint8_t kControlHello = 3;
 
+// The group class of kit::make_ops (ucx_backend.cc builds the entries from it).
 class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
  public:
+  static constexpr const char* kName = "ucx";
   static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                        std::shared_ptr<UcxGroup>* out);
   ~UcxGroup();

@@ -41,12 +41,12 @@ Task send_windowed(Op& op, int peer, const std::byte* data, size_t chunk_bytes, 
   const uint64_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
   for (uint64_t c = 0; c < chunks; ++c) {
     Io& slot = w[c];
-    UCX_CO_TRY(co_await slot);  // the send window[c] held before is done
+    PG_KIT_CO_TRY(co_await slot);  // the send window[c] held before is done
     slot.send(peer, data + c * chunk_bytes, std::min(chunk_bytes, bytes - c * chunk_bytes), 0);
   }
   for (int k = 0; k < w.size; ++k) {
     Io& slot = *w.slots[k];
-    UCX_CO_TRY(co_await slot);
+    PG_KIT_CO_TRY(co_await slot);
   }
   co_return Status{};
 }
@@ -67,7 +67,7 @@ Task broadcast_binomial(Op& op) {
     if ((v & mask) != 0) {
       Io io(op);
       io.recv(real_rank(op, v - mask), out, bytes, bit_index(mask));
-      UCX_CO_TRY(co_await io);
+      PG_KIT_CO_TRY(co_await io);
       break;
     }
   }
@@ -76,7 +76,7 @@ Task broadcast_binomial(Op& op) {
     if (v + mask < p) sends.send(real_rank(op, v + mask), data, bytes, bit_index(mask));
   }
   if (root && !op.plan.in_place) std::memcpy(out, op.plan.in, bytes);
-  UCX_CO_TRY(co_await sends);
+  PG_KIT_CO_TRY(co_await sends);
   co_return Status{};
 }
 
@@ -91,7 +91,7 @@ Task broadcast_chain(Op& op) {
   Io sends(op);
   if (v == 0) {
     if (!op.plan.in_place) std::memcpy(out, op.plan.in, n * es);
-    UCX_CO_TRY(co_await send_windowed(op, next, op.plan.in, chunk * es, n * es));
+    PG_KIT_CO_TRY(co_await send_windowed(op, next, op.plan.in, chunk * es, n * es));
     co_return Status{};
   }
   const int prev = real_rank(op, v - 1);
@@ -101,11 +101,11 @@ Task broadcast_chain(Op& op) {
   }
   for (uint64_t c = 0; c < chunks; ++c) {
     Io& slot = w[c];  // a named lvalue: GCC 12 would copy the awaiter otherwise
-    UCX_CO_TRY(co_await slot);
+    PG_KIT_CO_TRY(co_await slot);
     if (c + w.size < chunks) w[c].recv(prev, out + (c + w.size) * chunk * es, len(c + w.size), 0);
     if (next >= 0) sends.send(next, out + c * chunk * es, len(c), 0);
   }
-  UCX_CO_TRY(co_await sends);
+  PG_KIT_CO_TRY(co_await sends);
   co_return Status{};
 }
 
@@ -124,14 +124,14 @@ Task reduce_binomial(Op& op) {
     Io io(op);
     if ((v & mask) != 0) {
       io.send(real_rank(op, v - mask), acc, bytes, bit_index(mask));
-      UCX_CO_TRY(co_await io);
+      PG_KIT_CO_TRY(co_await io);
       co_return Status{};
     }
     if (v + mask >= p) continue;
     if (tmp == nullptr) tmp = op.scratch(bytes);
     if (own == nullptr) own = op.scratch(bytes);
     io.recv(real_rank(op, v + mask), tmp, bytes, bit_index(mask));
-    UCX_CO_TRY(co_await io);
+    PG_KIT_CO_TRY(co_await io);
     op.combine(own, acc, tmp, n);
     acc = own;
   }
@@ -150,7 +150,7 @@ Task reduce_chain(Op& op) {
   const int down = v > 0 ? real_rank(op, v - 1) : -1;
   const std::byte* in = op.plan.in;
   if (v == p - 1) {
-    UCX_CO_TRY(co_await send_windowed(op, down, in, chunk * es, n * es));
+    PG_KIT_CO_TRY(co_await send_windowed(op, down, in, chunk * es, n * es));
     co_return Status{};
   }
   Io sends(op);
@@ -172,7 +172,7 @@ Task reduce_chain(Op& op) {
   for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) post(c);
   for (uint64_t c = 0; c < chunks; ++c) {
     Io& arrived = w[c];
-    UCX_CO_TRY(co_await arrived);
+    PG_KIT_CO_TRY(co_await arrived);
     std::byte* into = acc + c * chunk * es;
     if (!fused) op.combine(into, in + c * chunk * es, slot(c), count(c));
     if (c + w.size < chunks) post(c + w.size);
@@ -182,7 +182,7 @@ Task reduce_chain(Op& op) {
       sends.send(down, into, count(c) * es, 0);
     }
   }
-  UCX_CO_TRY(co_await sends);
+  PG_KIT_CO_TRY(co_await sends);
   co_return Status{};
 }
 
@@ -199,7 +199,7 @@ Task gather_linear(Op& op) {
     }
     if (!op.plan.in_place) std::memcpy(op.plan.out + op.rank * bytes, op.plan.in, bytes);
   }
-  UCX_CO_TRY(co_await io);
+  PG_KIT_CO_TRY(co_await io);
   co_return Status{};
 }
 
@@ -214,7 +214,7 @@ Task scatter_linear(Op& op) {
     }
     if (!op.plan.in_place) std::memcpy(op.plan.out, op.plan.in + op.rank * bytes, bytes);
   }
-  UCX_CO_TRY(co_await io);
+  PG_KIT_CO_TRY(co_await io);
   co_return Status{};
 }
 
@@ -229,9 +229,9 @@ Task confirmed_by_receivers(Op& op, Task inner) {
       if (r != op.rank) confirms.recv_confirm(r);
     }
   }
-  UCX_CO_TRY(co_await inner);
+  PG_KIT_CO_TRY(co_await inner);
   if (!root) confirms.send_confirm(op.desc.root);
-  UCX_CO_TRY(co_await confirms);
+  PG_KIT_CO_TRY(co_await confirms);
   co_return Status{};
 }
 

@@ -6,10 +6,10 @@
 //     Io io(op);
 //     io.send(peer, mine, bytes, /*step=*/0);
 //     io.recv(peer, theirs, bytes, 0);
-//     UCX_CO_TRY(co_await io);          // suspends until both requests completed
+//     PG_KIT_CO_TRY(co_await io);          // suspends until both requests completed
 //     co_return Status{};
 //   }
-//   UCX_CO_TRY(co_await exchange(op, 1));   // a Task awaits another (symmetric transfer)
+//   PG_KIT_CO_TRY(co_await exchange(op, 1));   // a Task awaits another (symmetric transfer)
 //
 // A Task starts suspended; the group resumes it on the issuing thread (it posts its first
 // messages at once) and later from its progress loop, always under the group's mutex and

@@ -3,10 +3,12 @@
 // plugin, and a plain C plugin needs none of this). It gives:
 // - backend_kit/status.hpp: kit::Status, PG_KIT_TRY / PG_KIT_CO_TRY, the exception firewall;
 // - backend_kit/entry.hpp: make_ops<Group>() builds the function table from a group class,
-//   negotiate() answers pg_backend_negotiate, host_of(config) gives a group its host
-//   services (no globals);
+//   host_of(config) gives a group its host services (no globals); negotiate.hpp:
+//   negotiate() answers pg_backend_negotiate;
 // - backend_kit/dtype.hpp, op_table.hpp and ops.hpp: dtype sizes and names, f16/bf16
-//   converters, the op table, and plan_op() for the core's planned op.
+//   converters, the op table, and plan_op() for the core's planned op;
+// - backend_kit/kernels.hpp: the core's reduction kernels through the host services
+//   (kit::reduce_to, kit::scale_down), so no plugin carries a copy.
 // docs/backend-interface.md ("The backend kit") shows a whole plugin written with it.
 //
 //   #include <procgroup/procgroup_backend_kit.hpp>
@@ -19,16 +21,12 @@
     "procgroup_backend_kit.hpp needs C++20; a C plugin includes procgroup/procgroup_backend.h alone."
 #else
 
-#include "procgroup/backend_kit/entry.hpp"
-#include "procgroup/backend_kit/status.hpp"
-#if __has_include("procgroup/backend_kit/dtype.hpp")
 #include "procgroup/backend_kit/dtype.hpp"
-#endif
-#if __has_include("procgroup/backend_kit/op_table.hpp")
+#include "procgroup/backend_kit/entry.hpp"
+#include "procgroup/backend_kit/kernels.hpp"
+#include "procgroup/backend_kit/negotiate.hpp"
 #include "procgroup/backend_kit/op_table.hpp"
-#endif
-#if __has_include("procgroup/backend_kit/ops.hpp")
 #include "procgroup/backend_kit/ops.hpp"
-#endif
+#include "procgroup/backend_kit/status.hpp"
 
 #endif

@@ -1,6 +1,7 @@
 // backend_kit/entry.hpp — a plugin's C surface from one C++ group class: make_ops<Group>()
 // builds the pg_backend_ops_t (each entry behind the exception firewall, arguments checked)
-// and negotiate() answers pg_backend_negotiate. The plugin keeps only how bytes move.
+// and negotiate() (negotiate.hpp) answers pg_backend_negotiate. The plugin keeps only how
+// bytes move.
 //
 //   class MyGroup {
 //    public:
@@ -24,7 +25,6 @@
 // shared_ptr or any owning reference with ->).
 #pragma once
 
-#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -34,43 +34,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "procgroup/backend_kit/negotiate.hpp"
+#include "procgroup/backend_kit/op_table.hpp"
 #include "procgroup/backend_kit/status.hpp"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::kit {
-
-inline constexpr uint32_t kAllOps = (1u << PG_OP_COUNT_) - 1;
-inline constexpr uint32_t kP2pOps = 1u << PG_OP_SEND | 1u << PG_OP_RECV;
-inline constexpr uint32_t kAllDtypes = ((1u << PG_DTYPE_COUNT_) - 1) & ~(1u << PG_DTYPE_INVALID);
-inline constexpr uint32_t kAllReduceOps = (1u << PG_REDUCE_COUNT_) - 1;
-
-// Struct sizes the kit checks against (each "reaches this field").
-inline constexpr size_t kHostKernelsSize =
-    offsetof(pg_host_services_t, scale_down) + sizeof(pg_host_services_t::scale_down);
-inline constexpr size_t kNegotiateInHostSize =
-    offsetof(pg_backend_negotiate_in_t, host) + sizeof(pg_backend_negotiate_in_t::host);
-inline constexpr size_t kNegotiateOutV1Size =
-    offsetof(pg_backend_negotiate_out_t, ops) + sizeof(pg_backend_negotiate_out_t::ops);
-inline constexpr size_t kOpV1Size = offsetof(pg_backend_op_t, output) + sizeof(pg_buffer_t);
-
-namespace detail {
-inline std::atomic<const pg_host_services_t*>& negotiated_host_slot() {
-  static std::atomic<const pg_host_services_t*> slot{nullptr};
-  return slot;
-}
-inline const char* entry_name(pg_op_t op) {
-  static constexpr const char* kNames[PG_OP_COUNT_] = {
-      "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
-      "alltoall",  "barrier",   "send",   "recv"};
-  return op >= 0 && op < PG_OP_COUNT_ ? kNames[op] : "unknown";
-}
-}  // namespace detail
-
-// The host services negotiation received (NULL before it): for a config from an older
-// core, which carries none, and for the message of a call with a NULL handle.
-inline const pg_host_services_t* negotiated_host() {
-  return detail::negotiated_host_slot().load(std::memory_order_acquire);
-}
 
 // The host services for a group: the config's own, else the negotiated ones.
 inline const pg_host_services_t* host_of(const pg_backend_group_config_t* config) {
@@ -242,7 +211,7 @@ struct Entries {
                             pg_backend_work_t* work) {
     GroupBox* g = box(group);
     return guard(host(g), [&]() -> Status {
-      const char* name = entry_name(kOp);
+      const char* name = op_name(kOp);
       if (g == nullptr || op == nullptr || work == nullptr) {
         return invalid(name, "group, op and work must not be NULL");
       }
@@ -253,7 +222,7 @@ struct Entries {
       if (op->op != kOp) {
         return Status::error(PG_ERR_INVALID_ARGUMENT,
                              std::string(Group::kName) + ": " + name + " entry called with op " +
-                                 std::to_string(op->op) + " (" + entry_name(op->op) + ")");
+                                 std::to_string(op->op) + " (" + op_name(op->op) + ")");
       }
       auto made = std::make_unique<WorkBox>(WorkBox{g->host, {}});
       PG_KIT_TRY(g->group->submit(*op, &made->work));
@@ -320,94 +289,6 @@ constexpr pg_backend_ops_t make_ops(uint32_t native_ops = kAllOps, Optional opti
       split,
       on_complete,
   };
-}
-
-// The answer to pg_backend_negotiate, apart from the table's native_ops (its non-NULL
-// operation entries).
-struct Offer {
-  const char* name = nullptr;         // static, [a-z0-9_]+
-  const char* description = nullptr;  // static, free text
-  const pg_backend_ops_t* ops = nullptr;
-  uint32_t native_dtypes = kAllDtypes;
-  uint32_t native_reduce_ops = kAllReduceOps;
-  uint32_t devices = 1u << PG_DEVICE_CPU;
-  // How much of the host services the plugin calls: kHostSetErrorSize (log, set_error) or
-  // kHostKernelsSize (also reduce and scale_down, which must then be non-NULL). A shorter
-  // table is refused with PG_ERR_ABI_MISMATCH.
-  size_t host_size = kHostSetErrorSize;
-};
-
-// Bit o set where ops has an entry for pg_op_t o.
-inline uint32_t native_ops_of(const pg_backend_ops_t& ops) {
-  const pg_backend_op_fn entries[PG_OP_COUNT_] = {
-      ops.allreduce,      ops.broadcast, ops.reduce,  ops.allgather,
-      ops.reduce_scatter, ops.gather,    ops.scatter, ops.alltoall,
-      ops.barrier,        ops.send,      ops.recv};
-  uint32_t mask = 0;
-  for (int o = 0; o < PG_OP_COUNT_; ++o) {
-    if (entries[o] != nullptr) mask |= 1u << o;
-  }
-  return mask;
-}
-
-namespace detail {
-inline Status vet_negotiation(const pg_backend_negotiate_in_t* in,
-                              const pg_backend_negotiate_out_t* out, const Offer& offer) {
-  const std::string name(offer.name);
-  if (out == nullptr) {
-    return Status::error(PG_ERR_INVALID_ARGUMENT, name + ": pg_backend_negotiate's out is NULL");
-  }
-  if (in->min_version > PG_BACKEND_INTERFACE_VERSION ||
-      in->max_version < PG_BACKEND_INTERFACE_VERSION) {
-    return Status::error(PG_ERR_ABI_MISMATCH,
-                         name + " speaks backend interface version 1; the core offers " +
-                             std::to_string(in->min_version) + ".." +
-                             std::to_string(in->max_version));
-  }
-  const pg_host_services_t* host = in->host;
-  const bool kernels = offer.host_size >= kHostKernelsSize;
-  if (!reaches(host, offer.host_size) ||
-      (kernels && (host->reduce == nullptr || host->scale_down == nullptr))) {
-    return Status::error(PG_ERR_ABI_MISMATCH,
-                         name + " needs the host's " +
-                             (kernels ? "reduce and scale_down" : "set_error") + " services");
-  }
-  if (!reaches(out, kNegotiateOutV1Size)) {
-    return Status::error(PG_ERR_ABI_MISMATCH, name + ": negotiate output struct_size " +
-                                                  std::to_string(out->struct_size) +
-                                                  " is too small");
-  }
-  return {};
-}
-}  // namespace detail
-
-// pg_backend_negotiate for a plugin that speaks interface version 1: checks the version
-// range, the host services (offer.host_size) and out's size, then fills version 1's fields
-// of out and nothing past them (a newer core's larger out keeps its defaults) and keeps the
-// host for negotiated_host(). A refusal fills nothing and says why through set_error when
-// the host table reaches it.
-inline pg_status_t negotiate(const pg_backend_negotiate_in_t* in, pg_backend_negotiate_out_t* out,
-                             const Offer& offer) noexcept {
-  if (in == nullptr) return PG_ERR_INVALID_ARGUMENT;  // nobody to tell
-  // An input that does not reach the host pointer is another ABI.
-  if (!reaches(in, kNegotiateInHostSize)) return PG_ERR_ABI_MISMATCH;
-  const pg_host_services_t* host = in->host;
-  if (!reaches(host, kHostSetErrorSize) || host->set_error == nullptr) {
-    return PG_ERR_INVALID_ARGUMENT;  // a host that cannot even take a message
-  }
-  return firewall(host, offer.name, [&]() -> Status {
-    PG_KIT_TRY(detail::vet_negotiation(in, out, offer));
-    out->version = 1;
-    out->name = offer.name;
-    out->description = offer.description;
-    out->native_ops = native_ops_of(*offer.ops);
-    out->native_dtypes = offer.native_dtypes;
-    out->native_reduce_ops = offer.native_reduce_ops;
-    out->devices = offer.devices;
-    out->ops = offer.ops;
-    detail::negotiated_host_slot().store(host, std::memory_order_release);
-    return {};
-  });
 }
 
 }  // namespace procgroup::kit
