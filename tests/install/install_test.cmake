@@ -60,7 +60,11 @@ if(STEP STREQUAL "install")
   run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
   set(expected
     ${INCLUDEDIR}/procgroup/procgroup.h ${INCLUDEDIR}/procgroup/procgroup_backend.h
-    ${INCLUDEDIR}/procgroup/procgroup.hpp
+    ${INCLUDEDIR}/procgroup/procgroup.hpp ${INCLUDEDIR}/procgroup/procgroup_backend_kit.hpp
+    ${INCLUDEDIR}/procgroup/backend_kit/status.hpp ${INCLUDEDIR}/procgroup/backend_kit/entry.hpp
+    ${INCLUDEDIR}/procgroup/backend_kit/negotiate.hpp ${INCLUDEDIR}/procgroup/backend_kit/ops.hpp
+    ${INCLUDEDIR}/procgroup/backend_kit/op_table.hpp ${INCLUDEDIR}/procgroup/backend_kit/dtype.hpp
+    ${INCLUDEDIR}/procgroup/backend_kit/kernels.hpp
     ${LIBDIR}/libprocgroup.so ${LIBDIR}/procgroup/libprocgroup-loopback.so
     ${LIBDIR}/procgroup/libprocgroup-loopback_p2p.so
     ${LIBDIR}/cmake/procgroup/procgroupConfig.cmake
@@ -156,6 +160,17 @@ elseif(STEP STREQUAL "consumer")
   file(WRITE "${WORK_DIR}/cxx17.cc" "#include <procgroup/procgroup.hpp>\nint main() {}\n")
   expect_failure("procgroup\\.hpp needs C\\+\\+20" "procgroup.hpp at C++17"
                  ${CXX} -std=c++17 -fsyntax-only ${flags} "${WORK_DIR}/cxx17.cc")
+  # The backend kit from the installed headers alone (procgroup-backend.pc): a C++20
+  # translation unit builds a table and negotiates; below C++20, the kit's own message.
+  run(${env} pkg-config --cflags procgroup-backend)
+  string(STRIP "${last_output}" kit_flags)
+  separate_arguments(kit_flags UNIX_COMMAND "${kit_flags}")
+  file(WRITE "${WORK_DIR}/kit.cc"
+       "#include <procgroup/procgroup_backend_kit.hpp>\n"
+       "int main() { return procgroup::kit::negotiate(nullptr, nullptr, {}) == PG_OK; }\n")
+  run(${CXX} -std=c++20 -Wall -Werror -fsyntax-only ${kit_flags} "${WORK_DIR}/kit.cc")
+  expect_failure("procgroup_backend_kit\\.hpp needs C\\+\\+20" "the backend kit at C++17"
+                 ${CXX} -std=c++17 -fsyntax-only ${kit_flags} "${WORK_DIR}/kit.cc")
   run(${env} pkg-config --cflags --libs procgroup-ddp)
   string(STRIP "${last_output}" ddp_flags)
   separate_arguments(ddp_flags UNIX_COMMAND "${ddp_flags}")
