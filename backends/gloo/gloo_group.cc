@@ -126,22 +126,17 @@ GlooGroup::~GlooGroup() {
 // ---- Issue and execution ------------------------------------------------------------
 
 Status GlooGroup::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) {
-  Status st = validate_op(op, rank_, size_);
-  if (!st.ok()) return st;
+  Plan plan;  // the only plan of this op: the work carries it to the worker and waiters
+  PG_KIT_TRY(plan_gloo_op(op, rank_, size_, &plan));
   const auto timeout = op.timeout_ms > 0 ? clamped(op.timeout_ms) : timeout_;
   std::lock_guard<std::mutex> lock(mu_);
   if (broken_ || stopping_) {
-    return Status::error(PG_ERR_ABORTED, std::string(op_name(op.op)) + " #" +
-                                             std::to_string(op.seq) +
-                                             ": not started: " + broken_cause_);
+    return Status::error(PG_ERR_ABORTED, op_label(op) + ": not started: " + broken_cause_);
   }
-  const bool p2p = op.op == PG_OP_SEND || op.op == PG_OP_RECV;
   // Collective tags count collectives only (send/recv differ between ranks, tags may not)
   // and carry a hash of the arguments: see collective_tag().
-  Plan plan;
-  make_plan(op, rank_, size_, &plan);  // validated above
-  const uint32_t tag = p2p ? 0 : collective_tag(next_tag_++, op, plan);
-  auto work = std::make_shared<Work>(op, tag, Clock::now() + timeout);
+  const uint32_t tag = kit::op_info(op.op).p2p ? 0 : collective_tag(next_tag_++, op, plan);
+  auto work = std::make_shared<Work>(op, plan, tag, Clock::now() + timeout);
   queue_.push_back(work);
   work_cv_.notify_one();
   *out = std::move(work);
@@ -188,9 +183,7 @@ void GlooGroup::execute(const std::shared_ptr<Work>& work) {
     if (work->is_p2p()) {
       // Posted here, in issue order; a waiter thread waits for it, so later operations
       // (and the peer's matching ones) are not held up behind it.
-      Plan plan;
-      make_plan(work->op(), rank_, size_, &plan);  // validated when issued
-      work->p2p = P2pTransfer::post(*context_, work->op(), plan, recv_order_);
+      work->p2p = P2pTransfer::post(*context_, work->op(), work->plan(), recv_order_);
       std::lock_guard<std::mutex> lock(mu_);
       ++running_;  // until its waiter is done
       p2p_posted_.push_back(work);
@@ -200,7 +193,7 @@ void GlooGroup::execute(const std::shared_ptr<Work>& work) {
       wait_cv_.notify_one();
       return;
     }
-    Status st = run_collective(env_for(*work, left), work->op());
+    Status st = run_collective(env_for(*work, left), work->op(), work->plan());
     if (st.ok()) {
       work->complete(PG_OK, "");
     } else {
@@ -269,11 +262,9 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
       const auto timeout = work.op().timeout_ms > 0 ? clamped(work.op().timeout_ms) : timeout_;
       std::string hint;
       if (!work.is_p2p()) {
-        Plan plan;
-        make_plan(work.op(), rank_, size_, &plan);
         // Facts only: whether a peer passed other arguments or is simply stopped, the
         // core's hang report finds out (and names it) from every rank's record.
-        hint = "; this rank passed " + describe_arguments(work.op(), plan);
+        hint = "; this rank passed " + describe_arguments(work.op(), work.plan());
       }
       return Status::error(PG_ERR_TIMEOUT, label + ": timed out" +
                                                (peer.empty() ? "" : " waiting for " + peer) +

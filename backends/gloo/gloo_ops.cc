@@ -209,10 +209,7 @@ std::byte* Scratch::get(size_t bytes) {
   return data_.get();
 }
 
-Status run_collective(const OpEnv& env, const pg_backend_op_t& op) {
-  Plan p;
-  Status st = make_plan(op, env.rank, env.size, &p);
-  if (!st.ok()) return st;
+Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   if (op.op == PG_OP_BARRIER) {
     if (env.size == 1) return {};
     gloo::BarrierOptions o(env.context);
@@ -260,13 +257,6 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op) {
 
 namespace {
 
-bool rooted(pg_op_t op) {
-  return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER || op == PG_OP_SCATTER;
-}
-bool reducing(pg_op_t op) {
-  return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
-}
-
 // FNV-1a over 64-bit fields.
 uint32_t fnv1a(std::initializer_list<uint64_t> fields) {
   uint32_t h = 2166136261u;
@@ -282,19 +272,21 @@ uint32_t fnv1a(std::initializer_list<uint64_t> fields) {
 }  // namespace
 
 uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& plan) {
+  const kit::OpInfo& info = kit::op_info(op.op);
   const bool barrier = op.op == PG_OP_BARRIER;
   const uint32_t h =
       fnv1a({static_cast<uint64_t>(op.op), barrier ? 0 : static_cast<uint64_t>(plan.dtype),
-             barrier ? 0 : plan.n, rooted(op.op) ? static_cast<uint64_t>(op.root) : 0,
-             reducing(op.op) ? static_cast<uint64_t>(op.reduce_op) : 0});
+             barrier ? 0 : plan.n, info.rooted ? static_cast<uint64_t>(op.root) : 0,
+             info.reducing ? static_cast<uint64_t>(op.reduce_op) : 0});
   return (count << 24) | (h & 0xFFFFFFu);
 }
 
 std::string describe_arguments(const pg_backend_op_t& op, const Plan& plan) {
   if (op.op == PG_OP_BARRIER) return "no arguments";
-  std::string text = std::string(dtype_name(plan.dtype)) + " x " + std::to_string(plan.n);
-  if (reducing(op.op)) text += std::string(", ") + reduce_op_name(op.reduce_op);
-  if (rooted(op.op)) text += ", root " + std::to_string(op.root);
+  const kit::OpInfo& info = kit::op_info(op.op);
+  std::string text = std::string(kit::dtype_name(plan.dtype)) + " x " + std::to_string(plan.n);
+  if (info.reducing) text += std::string(", ") + kit::reduce_op_name(op.reduce_op);
+  if (info.rooted) text += ", root " + std::to_string(op.root);
   return text;
 }
 

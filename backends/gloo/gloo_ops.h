@@ -1,12 +1,11 @@
 // gloo_ops.h — maps procgroup operations onto Gloo's collectives and unbound buffers.
 //
-// run_collective() runs on the group's worker thread, after validate_op()
-// (gloo_plan.h) accepted the operation, and throw Gloo's exceptions, which the group turns
-// into statuses:
+// run_collective() runs on the group's worker thread with the plan made when the op was
+// issued (gloo_plan.h), and throws Gloo's exceptions, which the group turns into statuses:
 //
 //   Scratch scratch;                              // one per group, kept by the worker
 //   OpEnv env{context, host, rank, size, tag, remaining, AllreduceChoice::kAuto, &scratch};
-//   st = run_collective(env, op);                 // blocking
+//   st = run_collective(env, op, work->plan());   // blocking
 // Send/recv live in gloo_p2p.h.
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
@@ -62,7 +61,7 @@ struct OpEnv {
 // Runs one collective (not send/recv) to completion; AVG divides through host->scale_down.
 // Throws gloo::IoException on communication failures and timeouts, other exceptions on
 // internal failures.
-Status run_collective(const OpEnv& env, const pg_backend_op_t& op);
+Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& plan);
 
 // The Gloo tag of a group's count-th collective: 8 bits of count, then 24 bits of a hash
 // of what every rank must pass alike (op, dtype, count per rank, root, reduce op). Ranks

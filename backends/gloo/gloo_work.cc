@@ -13,12 +13,10 @@ constexpr auto kWaitGrace = std::chrono::seconds(2);
 
 }  // namespace
 
-Work::Work(const pg_backend_op_t& op, uint32_t tag, Clock::time_point deadline)
-    : op_(op), tag_(tag), deadline_(deadline) {}
+Work::Work(const pg_backend_op_t& op, const Plan& plan, uint32_t tag, Clock::time_point deadline)
+    : op_(op), plan_(plan), tag_(tag), deadline_(deadline) {}
 
-std::string Work::label() const {
-  return std::string(op_name(op_.op)) + " #" + std::to_string(op_.seq);
-}
+std::string Work::label() const { return op_label(op_); }
 
 bool Work::complete(pg_status_t status, std::string message) {
   pg_backend_work_done_fn done_fn;

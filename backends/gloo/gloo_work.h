@@ -4,7 +4,7 @@
 // handle can be released while the work is pending; it holds no pointer to its group and
 // may outlive it. It completes exactly once:
 //
-//   auto work = std::make_shared<Work>(op, tag, Clock::now() + timeout);
+//   auto work = std::make_shared<Work>(op, plan, tag, Clock::now() + timeout);
 //   work->complete(PG_OK, "");                    // by the group's threads
 //   std::string message;
 //   pg_status_t st = work->wait(100, &message);   // PG_OK, PG_PENDING or the error
@@ -27,9 +27,10 @@ using Clock = std::chrono::steady_clock;
 
 class Work {
  public:
-  Work(const pg_backend_op_t& op, uint32_t tag, Clock::time_point deadline);
+  Work(const pg_backend_op_t& op, const Plan& plan, uint32_t tag, Clock::time_point deadline);
 
   const pg_backend_op_t& op() const { return op_; }
+  const Plan& plan() const { return plan_; }  // made once, when the op was issued
   uint32_t tag() const { return tag_; }  // the collective tag, the same on every rank
   Clock::time_point deadline() const { return deadline_; }
   bool is_p2p() const { return op_.op == PG_OP_SEND || op_.op == PG_OP_RECV; }
@@ -51,6 +52,7 @@ class Work {
 
  private:
   const pg_backend_op_t op_;
+  const Plan plan_;
   const uint32_t tag_;
   const Clock::time_point deadline_;
   mutable std::mutex mu_;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -104,9 +105,13 @@ struct OpArgs {
   uint64_t seq = 0;        // 0: World::start numbers it
 };
 
+// An op as a core without planning sends it: struct_size ends before block_count, so the
+// plugin plans (and validates) it with kit::plan_op. kit::fill_plan makes it a planned op.
+inline constexpr uint32_t kUnplannedOpSize = offsetof(pg_backend_op_t, block_count);
+
 inline pg_backend_op_t op(pg_op_t kind, pg_buffer_t input, pg_buffer_t output, OpArgs a = {}) {
   pg_backend_op_t o{};
-  o.struct_size = sizeof(o);
+  o.struct_size = kUnplannedOpSize;
   o.op = kind;
   o.reduce_op = a.reduce_op;
   o.root = a.root;

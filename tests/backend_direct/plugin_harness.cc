@@ -20,6 +20,9 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
+
+#include "procgroup/procgroup_backend_kit.hpp"
 
 namespace procgroup::plugin_harness {
 namespace {
@@ -335,6 +338,23 @@ void run_world(const PluginUnderTest& plugin, int size, const WorldOptions& opti
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+void expect_plan_taken(RankEnv& r) {
+  const float mine = static_cast<float>(r.rank + 1);
+  const float sum = static_cast<float>(r.size * (r.size + 1) / 2);  // of every rank's `mine`
+  std::vector<float> in(5, mine), out(5, 10 * mine);
+  pg_backend_op_t o = make_op(PG_OP_ALLREDUCE, cpu(in.data(), 5, PG_DTYPE_F32),
+                              cpu(out.data(), 5, PG_DTYPE_F32));
+  r.expect_status(r.run(o), PG_OK, "unplanned allreduce");
+  r.expect(out == std::vector<float>(5, sum), "unplanned, the plugin reduced the input");
+  std::fill(out.begin(), out.end(), 10 * mine);
+  const kit::Status filled = kit::fill_plan(&o, r.rank, r.size);
+  r.expect(filled.ok() && o.in_place == 0, "kit::fill_plan: " + filled.message);
+  o.in_place = 1;
+  r.expect_status(r.run(o), PG_OK, "planned allreduce");
+  r.expect(out == std::vector<float>(5, 10 * sum), "planned in place, it reduced the output");
+  r.expect(in == std::vector<float>(5, mine), "planned in place, it left the input alone");
 }
 
 }  // namespace procgroup::plugin_harness

@@ -154,4 +154,10 @@ struct WorldOptions {
 void run_world(const PluginUnderTest& plugin, int size, const WorldOptions& options,
                const std::function<void(RankEnv&)>& body);
 
+// A world's body that checks the plugin takes the core's plan instead of planning again
+// from the buffers: an allreduce whose planned in_place says "in place" although input and
+// output differ (no core sends that; it only makes a second planning visible) must reduce
+// the output and leave the input alone. Unplanned, the same op reduces the input.
+void expect_plan_taken(RankEnv& r);
+
 }  // namespace procgroup::plugin_harness

@@ -79,5 +79,8 @@ TEST(GlooInterface, AMissingInterfaceIsAConfigError) {
   });
 }
 
+// Planned once: gloo acts on the plan the core sent (plugin_harness.h).
+TEST(GlooInterface, TakesTheCoresPlan) { run_world(2, {}, plugin_harness::expect_plan_taken); }
+
 }  // namespace
 }  // namespace procgroup::gloo_test
