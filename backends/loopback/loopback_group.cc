@@ -170,7 +170,7 @@ void RankGroup::run_task(std::unique_lock<std::mutex>& lock, Task& task) {
   }
   // Allocated before posting: after posting, nothing may fail before committing.
   std::vector<OpDesc> all(g.size);
-  std::vector<uint8_t> temp;
+  std::vector<std::byte> temp;
   me.desc = task.desc;
   me.posted = k;
   g.cv.notify_all();
@@ -217,7 +217,7 @@ void RankGroup::run_task(std::unique_lock<std::mutex>& lock, Task& task) {
     return;
   }
   lock.unlock();
-  if (result.ok() && !temp.empty()) std::memcpy(task.desc.dst, temp.data(), temp.size());
+  if (result.ok() && !temp.empty()) std::memcpy(task.desc.plan.out, temp.data(), temp.size());
   task.work->complete(std::move(result));
   lock.lock();
 }

@@ -35,24 +35,19 @@ namespace procgroup::loopback {
 
 // ---- Collectives (loopback_ops.cc) ----------------------------------------------
 
-// One rank's collective, normalised from pg_backend_op_t: in-place forms resolved to the
-// address this rank contributes (src, read by peers) and the address of its result (dst).
+// One rank's collective: its plan says what this rank contributes (plan.in, read by peers)
+// and where its result goes (plan.out), with the in-place forms resolved.
 struct OpDesc {
   pg_op_t op = PG_OP_BARRIER;
   pg_reduce_op_t reduce_op = PG_REDUCE_SUM;
   int32_t root = 0;
-  pg_dtype_t dtype = PG_DTYPE_INVALID;
-  uint64_t n = 0;      // elements per rank, as in procgroup.h
-  uint64_t esize = 0;  // bytes per element
-  uint64_t seq = 0;    // the core's sequence number, for messages only
-  const uint8_t* src = nullptr;
-  uint8_t* dst = nullptr;
-  bool in_place = false;  // the result overwrites src: compute into a temporary first
+  uint64_t seq = 0;  // the core's sequence number, for messages only
+  kit::Plan plan;    // in_place: the result overwrites plan.in: compute into a temporary
 };
 
-uint64_t dtype_size(pg_dtype_t dtype);  // 0 for an invalid dtype
-const char* op_name(pg_op_t op);
-// Validates op for this rank and fills *desc.
+// kit::plan_op, refusing buffers that are not CPU memory (PG_ERR_UNSUPPORTED).
+Status plan_loopback_op(const pg_backend_op_t& op, int rank, int size, kit::Plan* plan);
+// The plan, root and reduce op of a collective for this rank.
 Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* desc);
 // "allreduce(f32 x 1024, sum)", "broadcast(f32 x 8, root 2)", ...
 std::string describe(const OpDesc& desc);
@@ -60,9 +55,9 @@ std::string describe(const OpDesc& desc);
 // rank that differs from rank 0. Every rank computes the same answer.
 std::string check_agreement(std::span<const OpDesc> all);
 // Computes rank's result from every rank's desc. In-place results go to *temp; the
-// caller copies them to dst once no peer reads src any more.
+// caller copies them to plan.out once no peer reads plan.in any more.
 Status compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
-                           std::vector<uint8_t>* temp);
+                          std::vector<std::byte>* temp);
 
 // ---- Shared state ---------------------------------------------------------------
 

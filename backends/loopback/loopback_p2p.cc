@@ -6,49 +6,11 @@
 // emulated collectives rely on that). A recv completes when it finds or receives a message;
 // its deadline is enforced by its rank's worker (sweep_recvs_locked).
 #include <cstring>
-#include <limits>
 
 #include "loopback_group.h"
 
 namespace procgroup::loopback {
 namespace {
-
-// send reads op.input and recv writes op.output; a caller that put its one buffer in the
-// other field is accepted too.
-const pg_buffer_t& p2p_buffer(const pg_backend_op_t& op, bool is_send) {
-  const pg_buffer_t& first = is_send ? op.input : op.output;
-  const pg_buffer_t& second = is_send ? op.output : op.input;
-  bool first_used = first.data != nullptr || first.count != 0;
-  bool second_used = second.data != nullptr || second.count != 0;
-  return first_used || !second_used ? first : second;
-}
-
-Status check_p2p(const pg_backend_op_t& op, const pg_buffer_t& b, int size, uint64_t* bytes) {
-  const char* name = op_name(op.op);
-  auto invalid = [&](const std::string& what) {
-    return Status{PG_ERR_INVALID_ARGUMENT, std::string(name) + ": " + what};
-  };
-  if (op.peer < 0 || op.peer >= size) {
-    return invalid("peer " + std::to_string(op.peer) + " is not a rank of a group of size " +
-                   std::to_string(size));
-  }
-  *bytes = 0;
-  if (b.data == nullptr && b.count == 0) return {};
-  if (b.struct_size < sizeof(pg_buffer_t)) return invalid("buffer.struct_size is too small");
-  if (b.data == nullptr) {
-    return invalid("buffer has " + std::to_string(b.count) + " elements but a NULL data pointer");
-  }
-  uint64_t esize = dtype_size(b.dtype);
-  if (esize == 0) return invalid("buffer has invalid dtype " + std::to_string(b.dtype));
-  if (b.device_type != PG_DEVICE_CPU) {
-    return {PG_ERR_UNSUPPORTED, std::string(name) + ": buffer is on device type " +
-                                    std::to_string(b.device_type) +
-                                    "; loopback handles CPU buffers only"};
-  }
-  if (b.count > std::numeric_limits<uint64_t>::max() / esize) return invalid("count overflows");
-  *bytes = b.count * esize;
-  return {};
-}
 
 std::string route(const P2pKey& key) {
   return "rank " + std::to_string(key.src) + " to rank " + std::to_string(key.dst) + " (tag " +
@@ -72,9 +34,9 @@ void RankGroup::deliver(PendingRecv& recv, const void* data, uint64_t bytes, Wor
 }
 
 Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
-  const pg_buffer_t& buffer = p2p_buffer(op, /*is_send=*/true);
-  uint64_t bytes = 0;
-  if (Status o = check_p2p(op, buffer, shared_->size, &bytes); !o.ok()) return o;
+  kit::Plan plan;  // plan.in: the bytes to send
+  PG_KIT_TRY(plan_loopback_op(op, rank_, shared_->size, &plan));
+  const uint64_t bytes = plan.bytes();
   const P2pKey key{op.peer, rank_, op.tag};
   SharedGroup& g = *shared_;
   WorkRef work(new Work());
@@ -93,7 +55,8 @@ Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
       if (it->second.empty()) g.recvs.erase(it);
       ++g.slots[key.dst].deliveries;
       lock.unlock();
-      deliver(recv, attempt == 0 ? buffer.data : payload.data(), bytes, work.get(), key);
+      const void* data = attempt == 0 ? static_cast<const void*>(plan.in) : payload.data();
+      deliver(recv, data, bytes, work.get(), key);
       lock.lock();
       --g.slots[key.dst].deliveries;
       g.cv.notify_all();
@@ -107,20 +70,19 @@ Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
     // No recv yet: copy without holding the group lock, then look again (a recv may have
     // been posted meanwhile).
     lock.unlock();
-    const auto* data = static_cast<const uint8_t*>(buffer.data);
+    const auto* data = reinterpret_cast<const uint8_t*>(plan.in);
     payload.assign(data, data + bytes);
   }
 }
 
 Status RankGroup::submit_recv(const pg_backend_op_t& op, WorkRef* out) {
-  const pg_buffer_t& buffer = p2p_buffer(op, /*is_send=*/false);
-  uint64_t bytes = 0;
-  if (Status o = check_p2p(op, buffer, shared_->size, &bytes); !o.ok()) return o;
+  kit::Plan plan;  // plan.out: where the message goes
+  PG_KIT_TRY(plan_loopback_op(op, rank_, shared_->size, &plan));
   const P2pKey key{rank_, op.peer, op.tag};
   SharedGroup& g = *shared_;
   WorkRef work(new Work());
   *out = work;
-  PendingRecv recv{work,   buffer.data,      bytes,
+  PendingRecv recv{work,   plan.out,         plan.bytes(),
                    op.seq, deadline_for(op), op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_};
   std::unique_lock lock(g.mu);
   if (g.failed) {
