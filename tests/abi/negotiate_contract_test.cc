@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/negotiate_out_buffer.h"
 #include "procgroup/procgroup_backend.h"
 
 namespace {
@@ -74,23 +75,6 @@ class Library {
 pg_backend_negotiate_in_t offer(uint32_t min_version, uint32_t max_version) {
   return {sizeof(pg_backend_negotiate_in_t), min_version, max_version, 0, &kHost};
 }
-
-// An out struct of `size` bytes, declared as `declared`, the rest a pattern.
-struct OutBuffer {
-  OutBuffer(size_t size, uint32_t declared) : bytes(size, 0xAB) {
-    std::memset(bytes.data(), 0, std::min<size_t>(declared, sizeof(pg_backend_negotiate_out_t)));
-    std::memcpy(bytes.data(), &declared, sizeof declared);
-  }
-  pg_backend_negotiate_out_t* get() {
-    return reinterpret_cast<pg_backend_negotiate_out_t*>(bytes.data());
-  }
-  bool untouched_from(size_t offset) const {
-    for (size_t i = offset; i < bytes.size(); ++i)
-      if (bytes[i] != 0xAB) return false;
-    return true;
-  }
-  std::vector<unsigned char> bytes;
-};
 
 constexpr size_t kOutV1 = offsetof(pg_backend_negotiate_out_t, ops) + sizeof(void*);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../support/negotiate_out_buffer.h"
 #include "procgroup/procgroup_backend_kit.hpp"
 
 namespace procgroup::kit {
@@ -283,33 +284,17 @@ TEST_F(KitEntryGroup, SplitGivesNoGroupForNoColor) {
 
 // ---- negotiate ---------------------------------------------------------------------
 
-const Offer kOffer{.name = "fake", .description = "a fake", .ops = &kFakeOps,
-                   .host_size = kHostKernelsSize};
+const Offer kOffer{
+    .name = "fake", .description = "a fake", .ops = &kFakeOps, .host_size = kHostKernelsSize};
 
 pg_backend_negotiate_in_t offer_in(const pg_host_services_t* host, uint32_t lo = 1,
                                    uint32_t hi = 1) {
   return {sizeof(pg_backend_negotiate_in_t), lo, hi, 0, host};
 }
 
-// An out struct of `size` bytes declared as `declared`, the rest a pattern.
-struct OutBytes {
-  OutBytes(size_t size, uint32_t declared) : bytes(size, 0xAB) {
-    std::memcpy(bytes.data(), &declared, sizeof declared);
-  }
-  pg_backend_negotiate_out_t* get() {
-    return reinterpret_cast<pg_backend_negotiate_out_t*>(bytes.data());
-  }
-  bool untouched_from(size_t offset) const {
-    for (size_t i = offset; i < bytes.size(); ++i)
-      if (bytes[i] != 0xAB) return false;
-    return true;
-  }
-  std::vector<unsigned char> bytes;
-};
-
 TEST(KitNegotiate, FillsVersionOnesFieldsAndNothingPast) {
   const size_t size = sizeof(pg_backend_negotiate_out_t) + 32;
-  OutBytes out(size, static_cast<uint32_t>(size));
+  OutBuffer out(size, static_cast<uint32_t>(size));
   pg_backend_negotiate_in_t in = offer_in(&kHost, 1, 4);
   ASSERT_EQ(negotiate(&in, out.get(), kOffer), PG_OK) << take_error();
   EXPECT_EQ(out.get()->struct_size, size);
@@ -324,21 +309,23 @@ TEST(KitNegotiate, FillsVersionOnesFieldsAndNothingPast) {
 
 TEST(KitNegotiate, AShortOutStructIsRefusedUntouched) {
   const uint32_t declared = kNegotiateOutV1Size - sizeof(void*);  // no room for ops
-  OutBytes out(sizeof(pg_backend_negotiate_out_t), declared);
+  OutBuffer out(sizeof(pg_backend_negotiate_out_t), declared);
+  const std::vector<unsigned char> before = out.bytes;
   pg_backend_negotiate_in_t in = offer_in(&kHost);
   EXPECT_EQ(negotiate(&in, out.get(), kOffer), PG_ERR_ABI_MISMATCH);
   EXPECT_EQ(take_error(), "fake: negotiate output struct_size 40 is too small");
-  EXPECT_TRUE(out.untouched_from(sizeof(uint32_t)));
+  EXPECT_EQ(out.bytes, before);
 }
 
 TEST(KitNegotiate, RefusesHostsTooShortForThePlugin) {
-  OutBytes out(sizeof(pg_backend_negotiate_out_t), sizeof(pg_backend_negotiate_out_t));
+  OutBuffer out(sizeof(pg_backend_negotiate_out_t), sizeof(pg_backend_negotiate_out_t));
+  const std::vector<unsigned char> before = out.bytes;
   pg_host_services_t old_host = kHost;
   old_host.struct_size = offsetof(pg_host_services_t, reduce);  // no kernels
   pg_backend_negotiate_in_t in = offer_in(&old_host);
   EXPECT_EQ(negotiate(&in, out.get(), kOffer), PG_ERR_ABI_MISMATCH);
   EXPECT_EQ(take_error(), "fake needs the host's reduce and scale_down services");
-  EXPECT_TRUE(out.untouched_from(sizeof(uint32_t)));
+  EXPECT_EQ(out.bytes, before);
   // Enough for a plugin that only reports errors.
   Offer modest = kOffer;
   modest.host_size = kHostSetErrorSize;
@@ -360,11 +347,12 @@ TEST(KitNegotiate, RefusesHostsTooShortForThePlugin) {
 }
 
 TEST(KitNegotiate, RefusesVersionsAndInputsItCannotRead) {
-  OutBytes out(sizeof(pg_backend_negotiate_out_t), sizeof(pg_backend_negotiate_out_t));
+  OutBuffer out(sizeof(pg_backend_negotiate_out_t), sizeof(pg_backend_negotiate_out_t));
+  const std::vector<unsigned char> before = out.bytes;
   pg_backend_negotiate_in_t in = offer_in(&kHost, 2, 3);
   EXPECT_EQ(negotiate(&in, out.get(), kOffer), PG_ERR_ABI_MISMATCH);
   EXPECT_EQ(take_error(), "fake speaks backend interface version 1; the core offers 2..3");
-  EXPECT_TRUE(out.untouched_from(sizeof(uint32_t)));
+  EXPECT_EQ(out.bytes, before);
   in = offer_in(&kHost);
   in.struct_size = offsetof(pg_backend_negotiate_in_t, host);  // no host pointer
   EXPECT_EQ(negotiate(&in, out.get(), kOffer), PG_ERR_ABI_MISMATCH);
