@@ -1,6 +1,6 @@
 // nccl_gpu_support.h — for the GPU tests: groups of the nccl backend on ranks as threads
-// (one CUDA device each), device buffers staged from host values of any dtype, and the
-// host reference of every collective.
+// (one CUDA device each) and device buffers staged from host values of any dtype. The
+// results of every collective are judged by conformance_test --device cuda.
 //
 //   auto groups = make_groups(2, "g");                   // rank r on cuda:r
 //   DeviceBuffer d(PG_DTYPE_F16, 5, /*device=*/0);
@@ -51,17 +51,5 @@ class DeviceBuffer {
 std::vector<pg_group_t> make_groups(int size, const std::string& dir, int64_t timeout_ms = 60000);
 // Runs fn(rank) on one thread per rank, each with its device current.
 void on_ranks(int size, const std::function<void(int)>& fn);
-
-// A rank's input element: small positive integers, exact in every dtype and every result.
-double input_value(int rank, uint64_t i);
-
-struct Expected {
-  std::vector<double> values;  // empty: this rank has no result
-  double tolerance = 0;
-};
-// What rank `rank` must hold after op, each rank having passed input_value(rank, i) for
-// its input's elements, n elements per rank.
-Expected expected(pg_op_t op, pg_dtype_t dtype, pg_reduce_op_t redop, int root, int rank, int size,
-                  uint64_t n);
 
 }  // namespace procgroup::nccl_test
