@@ -61,7 +61,7 @@ Task fold_in(Op& op, const Fold& f, std::byte* data, std::byte* tmp) {
   } else {
     io.recv(op.rank - 1, tmp, bytes, 0);
     PG_KIT_CO_TRY(co_await io);
-    op.combine(data, tmp, data, op.plan.n);  // lower rank first, as recursive doubling does
+    PG_KIT_CO_TRY(op.combine(data, tmp, data, op.plan.n));  // lower rank first, as below
   }
   co_return Status{};
 }
@@ -148,13 +148,15 @@ Task run_ring(Op& op, Ring ring) {
     if (e.step >= p - 1) {
       slots[k]->recv(op.left(), chunk_dst, bytes, e.step);
     } else if (fused) {
-      targets[k] = ReduceInto{chunk_dst,
-                              ring.src[e.block] + e.chunk * chunk * es,
-                              es,
-                              op.dtype(),
-                              op.reduce_op(),
-                              bytes,
-                              {}};
+      targets[k] = ReduceInto{.dst = chunk_dst,
+                              .mine = ring.src[e.block] + e.chunk * chunk * es,
+                              .es = es,
+                              .dtype = op.dtype(),
+                              .op = op.reduce_op(),
+                              .bytes = bytes,
+                              .host = op.host,
+                              .failure = {},
+                              .split = {}};
       slots[k]->recv_reduce(op.left(), &targets[k], e.step);
     } else {
       slots[k]->recv(op.left(), tmp + k * chunk * es, bytes, e.step);
@@ -171,10 +173,13 @@ Task run_ring(Op& op, Ring ring) {
     const uint64_t n = clen(e.block, e.chunk);
     std::byte* chunk_dst = ring.dst[e.block] + e.chunk * chunk * es;
     if (e.step < p - 1) {
-      if (!fused) {
-        op.combine(chunk_dst, ring.src[e.block] + e.chunk * chunk * es, tmp + k * chunk * es, n);
+      if (fused) {
+        PG_KIT_CO_TRY(targets[k].failure);
+      } else {
+        const std::byte* mine = ring.src[e.block] + e.chunk * chunk * es;
+        PG_KIT_CO_TRY(op.combine(chunk_dst, mine, tmp + k * chunk * es, n));
       }
-      if (e.step == p - 2) op.finish_avg(chunk_dst, n);  // our block is complete
+      if (e.step == p - 2) PG_KIT_CO_TRY(op.finish_avg(chunk_dst, n));  // our block is complete
     }
     post(i + window);  // the slot is free again
     const int next = e.step + 1;
@@ -209,15 +214,15 @@ Task allreduce_recursive_doubling(Op& op) {
       PG_KIT_CO_TRY(co_await io);
       // Every rank combines in rank order, so all end with bit-identical results.
       if (peer < op.rank) {
-        op.combine(out, tmp, out, op.plan.n);
+        PG_KIT_CO_TRY(op.combine(out, tmp, out, op.plan.n));
       } else {
-        op.combine(out, out, tmp, op.plan.n);
+        PG_KIT_CO_TRY(op.combine(out, out, tmp, op.plan.n));
       }
     }
   }
   // Ranks that sat out skipped the rounds: the fold-out step is counted, not accumulated.
   if (f.rem > 0) PG_KIT_CO_TRY(co_await fold_out(op, f, out, 1 + log2_of(f.pof2)));
-  op.finish_avg(out, op.plan.n);
+  PG_KIT_CO_TRY(op.finish_avg(out, op.plan.n));
   co_return Status{};
 }
 
@@ -246,11 +251,12 @@ Task allreduce_rabenseifner(Op& op) {
       io.recv(peer, tmp, keep_n * es, step);
       io.send(peer, out + give_off * es, give_n * es, step);
       PG_KIT_CO_TRY(co_await io);
-      op.combine(out + keep_off * es, out + keep_off * es, tmp, keep_n);
+      PG_KIT_CO_TRY(op.combine(out + keep_off * es, out + keep_off * es, tmp, keep_n));
       lo = keep_lo;
       hi = keep_hi;
     }
-    op.finish_avg(out + blocks.off(lo) * es, blocks.len(lo));  // block newrank is complete
+    // Block newrank is complete.
+    PG_KIT_CO_TRY(op.finish_avg(out + blocks.off(lo) * es, blocks.len(lo)));
     for (int mask = 1; mask < f.pof2; mask <<= 1, ++step) {
       const int peer = f.real(f.newrank ^ mask);
       const int width = hi - lo;

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "op_fingerprint.h"
+#include "procgroup/backend_kit/dtype.hpp"
 #include "ucx_group.h"
-#include "ucx_reduce.h"
 #include "ucx_resources.h"
 #include "ucx_tags.h"
 
@@ -31,11 +31,11 @@ std::string differences(uint16_t theirs, uint16_t mine) {
   };
   if (t.op != m.op) add("operation", op_name(pg_op_t(t.op)), op_name(pg_op_t(m.op)));
   if (t.dtype != m.dtype) {
-    add("dtype", dtype_name(pg_dtype_t(t.dtype)), dtype_name(pg_dtype_t(m.dtype)));
+    add("dtype", kit::dtype_name(pg_dtype_t(t.dtype)), kit::dtype_name(pg_dtype_t(m.dtype)));
   }
   if (t.reduce_op != m.reduce_op && t.op == m.op) {
-    add("reduce op", reduce_op_name(pg_reduce_op_t(t.reduce_op)),
-        reduce_op_name(pg_reduce_op_t(m.reduce_op)));
+    add("reduce op", kit::reduce_op_name(pg_reduce_op_t(t.reduce_op)),
+        kit::reduce_op_name(pg_reduce_op_t(m.reduce_op)));
   }
   return text;
 }
@@ -63,8 +63,8 @@ Status mismatch(const RequestSlot& slot, bool other_size, bool other_args, uint6
                                  : "more than " + std::to_string(slot.expected) + " bytes";
   std::string args;  // "" when only root or count differ (or nothing)
   if (other_args && slot.check == Check::kP2p) {
-    args = std::string("dtype ") + dtype_name(pg_dtype_t(tags::p2p_dtype(sender_tag))) +
-           " where this rank passed " + dtype_name(pg_dtype_t(tags::p2p_dtype(slot.tag)));
+    args = std::string("dtype ") + kit::dtype_name(pg_dtype_t(tags::p2p_dtype(sender_tag))) +
+           " where this rank passed " + kit::dtype_name(pg_dtype_t(tags::p2p_dtype(slot.tag)));
   } else if (other_args) {
     args = differences(tags::fingerprint_of(sender_tag), tags::fingerprint_of(slot.tag));
   }

@@ -20,9 +20,9 @@
 #include <memory>
 #include <vector>
 
+#include "procgroup/backend_kit/kernels.hpp"
 #include "procgroup/procgroup_backend.h"
 #include "ucx_plan.h"
-#include "ucx_reduce.h"
 #include "ucx_task.h"
 #include "ucx_work.h"
 
@@ -40,6 +40,7 @@ struct ScratchLease {
 
 struct Op {
   UcxGroup* group = nullptr;
+  const pg_host_services_t* host = nullptr;  // the core's services: its reduction kernels
   std::shared_ptr<Work> work;
   pg_backend_op_t desc{};
   Plan plan;
@@ -69,13 +70,14 @@ struct Op {
   // Bytes of scratch memory, valid until the op finishes (64-byte aligned).
   std::byte* scratch(size_t bytes);
 
-  // out = a op b over count elements of the op's dtype (AVG: sum).
-  void combine(void* out, const void* a, const void* b, size_t count) const {
-    reduce(out, a, b, count, plan.dtype, desc.reduce_op);
+  // out = a op b over count elements of the op's dtype (AVG: sum), by the core's kernels.
+  [[nodiscard]] Status combine(void* out, const void* a, const void* b, size_t count) const {
+    return kit::reduce_to(host, out, a, b, count, plan.dtype, desc.reduce_op);
   }
   // AVG's division by the group size; nothing for other reduce ops.
-  void finish_avg(void* data, size_t count) const {
-    if (desc.reduce_op == PG_REDUCE_AVG) scale_down(data, count, plan.dtype, size);
+  [[nodiscard]] Status finish_avg(void* data, size_t count) const {
+    if (desc.reduce_op != PG_REDUCE_AVG) return {};
+    return kit::scale_down(host, data, count, plan.dtype, static_cast<uint64_t>(size));
   }
 };
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ucx_reduce.h"
+#include "procgroup/backend_kit/kernels.hpp"
 
 namespace procgroup::ucx_backend {
 namespace {
@@ -13,17 +13,21 @@ namespace {
 // aligned bounce buffer in blocks of this many bytes, so the kernels see aligned operands.
 constexpr size_t kBounce = 4096;
 
-void combine(const ReduceInto& t, uint64_t at, const std::byte* received, size_t count) {
-  if (reinterpret_cast<uintptr_t>(received) % t.es == 0) {
-    reduce(t.dst + at, t.mine + at, received, count, t.dtype, t.op);
-    return;
-  }
+// dst[at..] = mine[at..] op received, unless an earlier fragment's kernel failed.
+void reduce(ReduceInto& t, uint64_t at, const std::byte* received, size_t count) {
+  if (!t.failure.ok()) return;
+  Status st = kit::reduce_to(t.host, t.dst + at, t.mine + at, received, count, t.dtype, t.op);
+  if (!st.ok()) t.failure = std::move(st);
+}
+
+void combine(ReduceInto& t, uint64_t at, const std::byte* received, size_t count) {
+  if (reinterpret_cast<uintptr_t>(received) % t.es == 0) return reduce(t, at, received, count);
   alignas(64) std::byte bounce[kBounce];
   const size_t per = kBounce / t.es;
   for (size_t done = 0; done < count; done += per) {
     const size_t n = std::min(per, count - done);
     std::memcpy(bounce, received + done * t.es, n * t.es);
-    reduce(t.dst + at + done * t.es, t.mine + at + done * t.es, bounce, n, t.dtype, t.op);
+    reduce(t, at + done * t.es, bounce, n);
   }
 }
 
@@ -39,7 +43,7 @@ void piece(ReduceInto& t, uint64_t from, uint64_t to, const std::byte* src) {
   std::memcpy(it->data + from % t.es, src, to - from);
   it->filled += to - from;
   if (it->filled == t.es) {
-    reduce(t.dst + element * t.es, t.mine + element * t.es, it->data, 1, t.dtype, t.op);
+    reduce(t, element * t.es, it->data, 1);
     t.split.erase(it);
   }
 }
@@ -49,6 +53,7 @@ void* start_pack(void*, const void*, size_t) { return nullptr; }  // never sent 
 void* start_unpack(void*, void* buffer, size_t) {
   auto* t = static_cast<ReduceInto*>(buffer);
   t->split.clear();
+  t->failure = {};
   return t;
 }
 

@@ -3,11 +3,14 @@
 // A pipelined reduction would otherwise copy each received chunk into a temporary and read
 // it back to combine it with this rank's contribution. Received through a generic UCP
 // datatype instead, every fragment UCX takes out of the transport (a shared-memory FIFO
-// element, a TCP segment) is combined straight into the destination:
+// element, a TCP segment) is combined straight into the destination, by the core's kernels
+// (host->reduce_to):
 //
-//   ReduceInto into{dst, mine, op.es(), op.dtype(), op.reduce_op(), bytes};
+//   ReduceInto into{.dst = dst, .mine = mine, .es = op.es(), .dtype = op.dtype(),
+//                   .op = op.reduce_op(), .bytes = bytes, .host = op.host};
 //   io.recv_reduce(peer, &into, step);   // dst[i] = mine[i] op received[i]; dst may be mine
-//   co_await io;
+//   PG_KIT_CO_TRY(co_await io);
+//   PG_KIT_CO_TRY(into.failure);         // a kernel that failed (dst is then not valid)
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_RECV_REDUCE_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_RECV_REDUCE_H_
 
@@ -29,6 +32,8 @@ struct ReduceInto {
   pg_dtype_t dtype = PG_DTYPE_U8;
   pg_reduce_op_t op = PG_REDUCE_SUM;
   uint64_t bytes = 0;
+  const pg_host_services_t* host = nullptr;
+  Status failure;  // the first kernel failure; later fragments are then skipped
   // Elements cut by a fragment boundary collect their bytes here until complete.
   struct Split {
     uint64_t element;

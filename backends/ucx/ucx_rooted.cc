@@ -132,11 +132,11 @@ Task reduce_binomial(Op& op) {
     if (own == nullptr) own = op.scratch(bytes);
     io.recv(real_rank(op, v + mask), tmp, bytes, bit_index(mask));
     PG_KIT_CO_TRY(co_await io);
-    op.combine(own, acc, tmp, n);
+    PG_KIT_CO_TRY(op.combine(own, acc, tmp, n));
     acc = own;
   }
   if (acc != op.plan.out) std::memcpy(op.plan.out, acc, bytes);
-  op.finish_avg(op.plan.out, n);
+  PG_KIT_CO_TRY(op.finish_avg(op.plan.out, n));
   co_return Status{};
 }
 
@@ -165,8 +165,15 @@ Task reduce_chain(Op& op) {
   auto post = [&](uint64_t c) {
     if (!fused) return w[c].recv(up, slot(c), count(c) * es, 0);
     ReduceInto& t = targets[c % w.size];
-    t = ReduceInto{acc + c * chunk * es, in + c * chunk * es, es, op.dtype(),
-                   op.reduce_op(),       count(c) * es,       {}};
+    t = ReduceInto{.dst = acc + c * chunk * es,
+                   .mine = in + c * chunk * es,
+                   .es = es,
+                   .dtype = op.dtype(),
+                   .op = op.reduce_op(),
+                   .bytes = count(c) * es,
+                   .host = op.host,
+                   .failure = {},
+                   .split = {}};
     w[c].recv_reduce(up, &t, 0);
   };
   for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) post(c);
@@ -174,10 +181,14 @@ Task reduce_chain(Op& op) {
     Io& arrived = w[c];
     PG_KIT_CO_TRY(co_await arrived);
     std::byte* into = acc + c * chunk * es;
-    if (!fused) op.combine(into, in + c * chunk * es, slot(c), count(c));
+    if (fused) {
+      PG_KIT_CO_TRY(targets[c % w.size].failure);
+    } else {
+      PG_KIT_CO_TRY(op.combine(into, in + c * chunk * es, slot(c), count(c)));
+    }
     if (c + w.size < chunks) post(c + w.size);
     if (v == 0) {
-      op.finish_avg(into, count(c));
+      PG_KIT_CO_TRY(op.finish_avg(into, count(c)));
     } else {
       sends.send(down, into, count(c) * es, 0);
     }

@@ -1,6 +1,6 @@
 // ucx_test_support.h — the ucx plugin's direct tests: ranks as forked processes
-// (plugin_harness.h) that load the ucx plugin with this test's host, whose reduce and
-// scale_down must never be called (the plugin has its own kernels).
+// (plugin_harness.h) that load the ucx plugin with this test's host, whose reduce, reduce_to
+// and scale_down are the core's kernels (the plugin has none of its own).
 //
 //   run_world(3, {}, [](RankEnv& r) {
 //     float x[4] = {1, 2, 3, 4};
@@ -23,6 +23,9 @@ using plugin_harness::status_name, plugin_harness::take_error, plugin_harness::W
 using plugin_harness::WorldOptions;
 
 const plugin_harness::PluginUnderTest& ucx_plugin();
+
+// The test host with the core's kernels; without reduce_to, as an older core's table ends.
+pg_host_services_t host_with_core_kernels(bool with_reduce_to);
 
 class Plugin : public plugin_harness::Plugin {
  public:
