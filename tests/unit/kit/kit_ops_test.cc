@@ -265,6 +265,10 @@ TEST(KitPlan, ErrorsNameWhatIsWrong) {
   expect_invalid(peer.op, 0, 2, "peer -1 is not a rank");
   OpMaker reduce(PG_OP_REDUCE, 0);  // a non-root with nothing to contribute
   expect_invalid(reduce.op, 1, 2, "input buffer is NULL");
+  OpMaker alone(PG_OP_ALLGATHER);  // a group of no ranks would divide by zero
+  alone.op.output = alone.at(0, 4);
+  expect_invalid(alone.op, 0, 0, "rank 0 of a group of size 0 is impossible");
+  expect_invalid(alone.op, 2, 2, "rank 2 of a group of size 2");
   OpMaker unknown(PG_OP_COUNT_);
   expect_invalid(unknown.op, 0, 2, "unknown operation");
 }

@@ -80,6 +80,15 @@ inline uintptr_t address(const pg_buffer_t& b, uint64_t elements, size_t es) {
   return reinterpret_cast<uintptr_t>(b.data) + static_cast<uintptr_t>(elements * es);
 }
 
+// What every plan needs first: an operation, and a rank of a group of at least one.
+inline Status check_header(const pg_backend_op_t& op, int rank, int size, const OpLabel& who) {
+  if (!op_valid(op.op)) return invalid(who, "unknown operation " + std::to_string(op.op));
+  if (size < 1 || rank < 0 || rank >= size)
+    return invalid(who, "rank " + std::to_string(rank) + " of a group of size " +
+                            std::to_string(size) + " is impossible");
+  return {};
+}
+
 inline bool overlap(const pg_buffer_t& a, const pg_buffer_t& b, size_t es) {
   if (a.data == nullptr || b.data == nullptr || a.count == 0 || b.count == 0) return false;
   return address(a, 0, es) < address(b, b.count, es) && address(b, 0, es) < address(a, a.count, es);
@@ -90,31 +99,33 @@ inline bool overlap(const pg_buffer_t& a, const pg_buffer_t& b, size_t es) {
 // Reduce op, root and peer of the operations that have them.
 inline Status check_op_fields(const OpInfo& info, int32_t reduce_op, int32_t root, int32_t peer,
                               int size, const OpLabel& who) {
-  const std::string group = " is not a rank of this group (size " + std::to_string(size) + ")";
+  // Messages are built only on failure: this runs for every operation.
+  const auto not_a_rank = [&](const char* what, int32_t value) {
+    return detail::invalid(who, std::string(what) + " " + std::to_string(value) +
+                                    " is not a rank of this group (size " + std::to_string(size) +
+                                    ")");
+  };
   if (info.reducing && !reduce_op_valid(reduce_op))
     return detail::invalid(who, "invalid reduce op " + std::to_string(reduce_op));
-  if (info.rooted && (root < 0 || root >= size))
-    return detail::invalid(who, "root " + std::to_string(root) + group);
-  if (info.p2p && (peer < 0 || peer >= size))
-    return detail::invalid(who, "peer " + std::to_string(peer) + group);
+  if (info.rooted && (root < 0 || root >= size)) return not_a_rank("root", root);
+  if (info.p2p && (peer < 0 || peer >= size)) return not_a_rank("peer", peer);
   return {};
 }
 
 // One buffer this rank passes (struct_size, dtype, device, data and count).
 inline Status check_buffer(const OpLabel& who, const char* which, const pg_buffer_t& b) {
-  const std::string buffer = std::string(which) + " buffer";
+  const auto bad = [&](const std::string& what) {
+    return detail::invalid(who, std::string(which) + " buffer " + what);
+  };
   if (b.struct_size < sizeof(pg_buffer_t))
-    return detail::invalid(who, buffer + " has struct_size " + std::to_string(b.struct_size));
-  if (!dtype_valid(b.dtype))
-    return detail::invalid(who, buffer + " has invalid dtype " + std::to_string(b.dtype));
+    return bad("has struct_size " + std::to_string(b.struct_size));
+  if (!dtype_valid(b.dtype)) return bad("has invalid dtype " + std::to_string(b.dtype));
   if (b.device_type < 0 || b.device_type >= PG_DEVICE_COUNT_)
-    return detail::invalid(who,
-                           buffer + " has invalid device type " + std::to_string(b.device_type));
+    return bad("has invalid device type " + std::to_string(b.device_type));
   if (b.data == nullptr && b.count > 0)
-    return detail::invalid(who, buffer + " data is NULL but count is " + std::to_string(b.count));
+    return bad("data is NULL but count is " + std::to_string(b.count));
   if (b.count > (uint64_t{1} << 56))
-    return detail::invalid(who,
-                           buffer + " count " + std::to_string(b.count) + " is implausibly large");
+    return bad("count " + std::to_string(b.count) + " is implausibly large");
   return {};
 }
 
@@ -214,7 +225,7 @@ inline Plan plan_of(const OpInfo& info, const Shape& s) {
 inline Status compute_plan(const pg_backend_op_t& op, int rank, int size, Plan* plan) {
   *plan = Plan{};
   const OpLabel who{op_name(op.op), op.seq, true};
-  if (!op_valid(op.op)) return detail::invalid(who, "unknown operation " + std::to_string(op.op));
+  PG_KIT_TRY(detail::check_header(op, rank, size, who));
   const OpInfo& info = op_info(op.op);
   PG_KIT_TRY(check_op_fields(info, op.reduce_op, op.root, op.peer, size, who));
   Shape s;
@@ -231,7 +242,7 @@ inline Status plan_op(const pg_backend_op_t& op, int rank, int size, Plan* plan)
   if (op.struct_size < PG_BACKEND_OP_PLAN_SIZE) return compute_plan(op, rank, size, plan);
   *plan = Plan{};
   const OpLabel who{op_name(op.op), op.seq, true};
-  if (!op_valid(op.op)) return detail::invalid(who, "unknown operation " + std::to_string(op.op));
+  PG_KIT_TRY(detail::check_header(op, rank, size, who));
   const OpInfo& info = op_info(op.op);
   const bool has_in = buffer_present(op.input), has_out = buffer_present(op.output);
   if (!has_in && !has_out) return {};
