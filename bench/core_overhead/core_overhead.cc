@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
                 op.seq = ++seq;
                 op.timeout_ms = 30000;
                 op.input = op.output = pg_buffer_cpu(&value, 1, PG_DTYPE_F32);
+                op.block_count = 1;  // the plan the core hands over: 1 element, in place
+                op.in_place = 1;
                 pg_backend_work_t w = nullptr;
                 if (out.ops->allreduce(bg, &op, &w) != PG_OK) die("direct allreduce");
                 return w;
