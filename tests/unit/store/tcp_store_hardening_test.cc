@@ -228,8 +228,8 @@ std::unique_ptr<RawConnection> speaking_connection(int port) {
 TEST_F(TcpStoreHardeningTest, TooManyConnectionsAreRefusedAndServiceResumes) {
   server_.reset();
   start({.max_connections = 3});
-  std::vector<std::unique_ptr<RawConnection>> held;
-  for (int i = 0; i < 3; ++i) held.push_back(speaking_connection(port()));
+  std::vector<std::unique_ptr<RawConnection>> held(3);
+  for (auto& slot : held) slot = speaking_connection(port());
   RawConnection extra(port());
   auto refused = extra.read_frame();
   ASSERT_TRUE(refused);
