@@ -221,12 +221,11 @@ std::byte* Op::scratch(size_t bytes) { return group->lease(*this, bytes); }
 
 Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out) {
   auto op = std::make_unique<Op>();
-  Status st = validate_op(desc, rank_, size_, &op->plan);
+  Status st = plan_ucx_op(desc, rank_, size_, &op->plan);  // the op's only plan
   if (!st.ok()) return st;
   const auto now = Clock::now();
   op->deadline = now + (desc.timeout_ms > 0 ? clamped(desc.timeout_ms) : timeout_);
   op->group = this;
-  op->host = host_;
   op->desc = desc;
   op->rank = rank_;
   op->size = size_;

@@ -37,15 +37,11 @@ bool is(const char* value, const char* name) {
 }
 
 // A group of one, or an empty message: only the local copy (AVG over one rank is itself).
+// With one rank every buffer is one block of n elements.
 Task local_only(Op& op) {
   const Plan& plan = op.plan;
   if (plan.in_place || plan.in == nullptr || plan.out == nullptr || plan.n == 0) co_return Status{};
-  const pg_op_t kind = op.desc.op;
-  const bool blocks = kind == PG_OP_ALLGATHER || kind == PG_OP_GATHER ||
-                      kind == PG_OP_REDUCE_SCATTER || kind == PG_OP_SCATTER ||
-                      kind == PG_OP_ALLTOALL;
-  // With one rank every per-rank block is the whole (size * n == n).
-  std::memmove(plan.out, plan.in, blocks ? plan.bytes() * op.size : plan.bytes());
+  std::memmove(plan.out, plan.in, plan.bytes());
   co_return Status{};
 }
 
