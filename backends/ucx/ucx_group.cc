@@ -226,6 +226,7 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   const auto now = Clock::now();
   op->deadline = now + (desc.timeout_ms > 0 ? clamped(desc.timeout_ms) : timeout_);
   op->group = this;
+  op->host = host_;
   op->desc = desc;
   op->rank = rank_;
   op->size = size_;

@@ -1,6 +1,7 @@
 // The ucx plugin's interface: negotiation and declared capabilities, argument errors and
-// their messages, the user's UCX environment (UCX_TLS) honoured; and, without any
-// communication, its tag layout and reduction kernels.
+// their messages, the user's UCX environment (UCX_TLS) honoured; the host's kernels, an
+// older core's table included; and, without any communication, its tag layout and the
+// fused receive.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +14,6 @@
 #include "op_fingerprint.h"
 #include "ucx_cases.h"
 #include "ucx_recv_reduce.h"
-#include "ucx_reduce.h"
 #include "ucx_tags.h"
 #include "ucx_test_support.h"
 #include "ucx_values.h"
@@ -161,79 +161,42 @@ TEST(UcxTags, FoldKeepsUserAndCoreTagsApart) {
   }
 }
 
-template <class T>
-std::vector<T> apply_kernel(const std::vector<T>& a, const std::vector<T>& b, pg_dtype_t d,
-                            pg_reduce_op_t op) {
-  std::vector<T> out(a.size());
-  ucx_backend::reduce(out.data(), a.data(), b.data(), a.size(), d, op);
-  return out;
+// The plugin reduces with the host's kernels: on an older core's table, which ends before
+// reduce_to, through reduce, with the same results. AVG, and MIN of -0 and +0: which zero
+// wins depends on the order of the operands, and every rank must end with the same bits.
+// By recursive doubling (out == b included) and by the fused pipelined ring.
+class OlderCoreKernels : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(OlderCoreKernels, SameResults) {
+  static const pg_host_services_t older = host_with_core_kernels(false);
+  static const plugin_harness::PluginUnderTest plugin = {PG_UCX_PATH, &older, "ucx_older", 100};
+  WorldOptions options;
+  options.env = {{"PROCGROUP_UCX_ALLREDUCE", GetParam()}, {"PROCGROUP_UCX_CHUNK_BYTES", "4096"}};
+  plugin_harness::run_world(plugin, 2, options, [](RankEnv& env) {
+    constexpr size_t kCount = 5003;
+    std::vector<float> x(kCount), zeros(kCount, env.rank == 0 ? -0.0f : 0.0f);
+    for (size_t i = 0; i < kCount; ++i) x[i] = static_cast<float>((i % 13) * (env.rank + 1));
+    OpArgs avg;
+    avg.reduce_op = PG_REDUCE_AVG;
+    pg_buffer_t b = cpu(x.data(), kCount, PG_DTYPE_F32);
+    env.expect_status(env.run(make_op(PG_OP_ALLREDUCE, b, b, avg)), PG_OK, "allreduce avg");
+    bool right = true;
+    for (size_t i = 0; i < kCount; ++i) right = right && x[i] == static_cast<float>(i % 13) * 1.5f;
+    env.expect(right, "avg of 1x and 2x is 1.5x");
+    OpArgs min;
+    min.reduce_op = PG_REDUCE_MIN;
+    pg_buffer_t z = cpu(zeros.data(), kCount, PG_DTYPE_F32);
+    env.expect_status(env.run(make_op(PG_OP_ALLREDUCE, z, z, min)), PG_OK, "allreduce min");
+    // Which zero wins depends on the algorithm; that both ranks hold the same bits does not.
+    std::vector<float> both(2 * kCount);
+    pg_buffer_t all = cpu(both.data(), both.size(), PG_DTYPE_F32);
+    env.expect_status(env.run(make_op(PG_OP_ALLGATHER, z, all)), PG_OK, "allgather");
+    env.expect(std::memcmp(both.data(), both.data() + kCount, kCount * sizeof(float)) == 0,
+               "both ranks hold the same bits after min");
+  });
 }
 
-TEST(UcxKernels, IntegersWrapAndFloatsKeepNaN) {
-  const std::vector<int8_t> a = {127, -128, 5, 3}, b = {1, -1, -7, 4};
-  const std::vector<int8_t> sum = apply_kernel(a, b, PG_DTYPE_I8, PG_REDUCE_SUM);
-  EXPECT_EQ(sum, (std::vector<int8_t>{-128, 127, -2, 7}));
-  const std::vector<uint8_t> ua = {200, 3}, ub = {2, 100};
-  EXPECT_EQ(apply_kernel(ua, ub, PG_DTYPE_U8, PG_REDUCE_PROD), (std::vector<uint8_t>{144, 44}));
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> fa = {1, nan, 3}, fb = {nan, 2, -1};
-  for (pg_reduce_op_t op : {PG_REDUCE_MIN, PG_REDUCE_MAX}) {
-    const std::vector<float> r = apply_kernel(fa, fb, PG_DTYPE_F32, op);
-    EXPECT_TRUE(std::isnan(r[0]) && std::isnan(r[1])) << reduce_label(op);
-    EXPECT_EQ(r[2], op == PG_REDUCE_MIN ? -1.0f : 3.0f);
-  }
-}
-
-// f16 takes a different path (F16C) than the other dtypes where the CPU has it: the same
-// semantics, NaN included, in the vector body and in the tail.
-TEST(UcxKernels, HalfMinMaxKeepNaNInBodyAndTail) {
-  constexpr uint16_t kOne = 0x3c00, kThree = 0x4200, kMinusOne = 0xbc00, kNaN = 0x7e00;
-  std::vector<uint16_t> a(19), b(19);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = i % 3 == 0 ? kNaN : kOne;
-    b[i] = i % 3 == 1 ? kNaN : (i % 2 ? kThree : kMinusOne);
-  }
-  for (pg_reduce_op_t op : {PG_REDUCE_MIN, PG_REDUCE_MAX, PG_REDUCE_SUM}) {
-    const std::vector<uint16_t> r = apply_kernel(a, b, PG_DTYPE_F16, op);
-    for (size_t i = 0; i < a.size(); ++i) {
-      const float x = ucx_backend::half_to_float(a[i]), y = ucx_backend::half_to_float(b[i]);
-      const float got = ucx_backend::half_to_float(r[i]);
-      if (std::isnan(x) || std::isnan(y)) {
-        EXPECT_TRUE(std::isnan(got)) << reduce_label(op) << " " << i;
-      } else {
-        const float want = op == PG_REDUCE_MIN   ? std::min(x, y)
-                           : op == PG_REDUCE_MAX ? std::max(x, y)
-                                                 : x + y;
-        EXPECT_EQ(got, want) << reduce_label(op) << " " << i;
-      }
-    }
-  }
-}
-
-TEST(UcxKernels, HalfTypesRoundToNearestEven) {
-  using namespace ucx_backend;
-  // 2049 is not a half: it lies halfway between 2048 and 2050 and rounds to the even 2048.
-  EXPECT_EQ(half_to_float(float_to_half(2049.0f)), 2048.0f);
-  EXPECT_EQ(half_to_float(float_to_half(2051.0f)), 2052.0f);
-  EXPECT_EQ(bf16_to_float(float_to_bf16(257.0f)), 256.0f);
-  EXPECT_EQ(bf16_to_float(float_to_bf16(259.0f)), 260.0f);
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
-  // A long vector (the vectorised body and its tail) through each 16-bit kernel.
-  for (pg_dtype_t d : {PG_DTYPE_F16, PG_DTYPE_BF16}) {
-    Typed x(d, 1001), y(d, 1001), out(d, 1001);
-    for (uint64_t i = 0; i < 1001; ++i) {
-      x.set(i, static_cast<double>(i % 61) - 30);
-      y.set(i, static_cast<double>(i % 7));
-    }
-    reduce(out.data(), x.data(), y.data(), 1001, d, PG_REDUCE_SUM);
-    for (uint64_t i = 0; i < 1001; ++i) ASSERT_EQ(out.get(i), x.get(i) + y.get(i)) << i;
-    scale_down(out.data(), 1001, d, 4);
-    for (uint64_t i = 0; i < 1001; ++i) {
-      ASSERT_NEAR(out.get(i), (x.get(i) + y.get(i)) / 4, 0.02) << dtype_label(d) << " " << i;
-    }
-  }
-}
+INSTANTIATE_TEST_SUITE_P(UcxKernels, OlderCoreKernels, ::testing::Values("rd", "ring"));
 
 // UCX hands a fused receive its data in fragments of any size, at any byte offset and
 // (for some protocols) in any order: elements cut between fragments must come out right.
@@ -248,13 +211,15 @@ TEST(UcxKernels, ReduceWhileReceivingAnyFragmentation) {
     }
     for (bool shuffled : {false, true}) {
       out.fill(-7);
-      ucx_backend::ReduceInto into{static_cast<std::byte*>(out.data()),
-                                   static_cast<const std::byte*>(mine.data()),
-                                   es,
-                                   d,
-                                   PG_REDUCE_SUM,
-                                   n * es,
-                                   {}};
+      ucx_backend::ReduceInto into{.dst = static_cast<std::byte*>(out.data()),
+                                   .mine = static_cast<const std::byte*>(mine.data()),
+                                   .es = es,
+                                   .dtype = d,
+                                   .op = PG_REDUCE_SUM,
+                                   .bytes = n * es,
+                                   .host = ucx_plugin().host,
+                                   .failure = {},
+                                   .split = {}};
       void* state = ops.start_unpack(nullptr, &into, n * es);
       ASSERT_EQ(ops.packed_size(state), n * es);
       // Fragments of 1..997 bytes, delivered in order or with every pair swapped.
@@ -281,15 +246,6 @@ TEST(UcxKernels, ReduceWhileReceivingAnyFragmentation) {
       }
     }
   }
-}
-
-TEST(UcxKernels, IntegerAverageTruncates) {
-  std::vector<int32_t> v = {7, -7, 8, 1};
-  ucx_backend::scale_down(v.data(), v.size(), PG_DTYPE_I32, 2);
-  EXPECT_EQ(v, (std::vector<int32_t>{3, -3, 4, 0}));
-  std::vector<int8_t> w = {100, -100};
-  ucx_backend::scale_down(w.data(), w.size(), PG_DTYPE_I8, 300);  // beyond int8's range
-  EXPECT_EQ(w, (std::vector<int8_t>{0, 0}));
 }
 
 }  // namespace
