@@ -123,7 +123,9 @@ class FakeGroup {
     *out = std::make_unique<FakeGroup>();
     return {};
   }
+  static inline pg_backend_op_t last_op{};
   Status submit(const pg_backend_op_t& op, std::shared_ptr<FakeWork>* out) {
+    last_op = op;  // a whole struct, as plugins copy it
     if (op.op == PG_OP_BARRIER) throw std::runtime_error("barrier exploded");
     auto work = std::make_shared<FakeWork>();
     if (op.op == PG_OP_RECV) *work = FakeWork{PG_ERR_PEER_LOST, "fake: rank 1 is gone"};
@@ -237,8 +239,15 @@ TEST_F(KitEntryGroup, EntriesCheckHandlesAndUseTheConfigsHost) {
   small.struct_size = kOpV1Size - 1;
   EXPECT_EQ(kFakeOps.send(g, &small, &w), PG_ERR_INVALID_ARGUMENT);
   EXPECT_NE(take_error().find("op struct_size"), std::string::npos);
-  small.struct_size = kOpV1Size;  // an older core's op, without the planned fields
-  ASSERT_EQ(kFakeOps.send(g, &small, &w), PG_OK);
+  // An older core's op, without the planned fields, and memory past it that is not ours:
+  // the group sees them zero (and the short struct_size), never the bytes beyond.
+  std::vector<unsigned char> bytes(sizeof(pg_backend_op_t), 0xAB);
+  small.struct_size = kOpV1Size;
+  std::memcpy(bytes.data(), &small, kOpV1Size);
+  ASSERT_EQ(kFakeOps.send(g, reinterpret_cast<const pg_backend_op_t*>(bytes.data()), &w), PG_OK);
+  EXPECT_EQ(FakeGroup::last_op.struct_size, kOpV1Size);
+  EXPECT_EQ(FakeGroup::last_op.block_count, 0u);
+  EXPECT_EQ(FakeGroup::last_op.in_place, 0u);
   kFakeOps.work_release(w);
 
   // A throwing group: the firewall answers, naming the plugin.

@@ -28,6 +28,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -223,6 +224,13 @@ struct Entries {
         return Status::error(PG_ERR_INVALID_ARGUMENT,
                              std::string(Group::kName) + ": " + name + " entry called with op " +
                                  std::to_string(op->op) + " (" + op_name(op->op) + ")");
+      }
+      // An older core's op ends before the planned fields: the group gets a whole struct
+      // (zero past struct_size, which it keeps), so it may copy or read any field.
+      pg_backend_op_t whole{};
+      if (op->struct_size < sizeof(whole)) {
+        std::memcpy(&whole, op, op->struct_size);
+        op = &whole;
       }
       auto made = std::make_unique<WorkBox>(WorkBox{g->host, {}});
       PG_KIT_TRY(g->group->submit(*op, &made->work));
