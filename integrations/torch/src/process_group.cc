@@ -110,7 +110,8 @@ pg_group_t ProcessGroupProcgroup::create_group(const Parts& parts, int rank, int
   o.timeout_ms = parts.timeout.count() > 0 ? parts.timeout.count() : 0;
   o.device_type = cuda ? PG_DEVICE_CUDA : PG_DEVICE_CPU;
   o.name = cuda ? "torch-cuda" : "torch-cpu";
-  // CPU tensors never go to nccl: with PROCGROUP_BACKEND=nccl they take the CPU default.
+  // CPU tensors never go to nccl: with PROCGROUP_BACKEND=nccl they go to gloo (the core's own
+  // default, ucx where it works on every rank, applies only when the variable is unset).
   if (!cuda && chosen == "nccl") o.backend = "gloo";
   if (cuda) {
     // The nccl plugin serves the device named by the local rank.

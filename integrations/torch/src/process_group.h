@@ -2,8 +2,8 @@
 // runs as one procgroup operation on a group created through torch's own store; the plugin
 // is PROCGROUP_BACKEND's (ucx, gloo, nccl, loopback or a path to anyone's .so).
 //
-// CPU tensors go to a group created with the process group (PROCGROUP_BACKEND, or gloo
-// when it is unset or names nccl); CUDA tensors to a second group created at the first
+// CPU tensors go to a group created with the process group (PROCGROUP_BACKEND; unset:
+// procgroup's CPU default, ucx where it works on every rank, else gloo; nccl: gloo); CUDA tensors to a second group created at the first
 // CUDA call (PROCGROUP_BACKEND, nccl when unset) on the tensor's device and torch's
 // current stream. torch 1.x subclasses c10d::ProcessGroup, torch >= 2 c10d::Backend; the
 // overridden methods are the same.
