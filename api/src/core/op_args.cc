@@ -12,7 +12,10 @@ constexpr int32_t kMaxUserTag = (1 << 30) - 1;
 
 Result<pg_buffer_t> read_buffer(const char* op, const char* which, const pg_buffer_t& b) {
   pg_buffer_t defaults = PG_BUFFER_INIT;
-  return read_versioned(b, kBufferV1Size, defaults, fmt::format("{}: {} buffer", op, which).c_str(),
+  // The name is formatted only for the error: this runs twice for every operation.
+  const std::string what =
+      b.struct_size < kBufferV1Size ? fmt::format("{}: {} buffer", op, which) : std::string();
+  return read_versioned(b, kBufferV1Size, defaults, what.c_str(),
                         "PG_BUFFER_INIT or pg_buffer_cpu()");
 }
 
