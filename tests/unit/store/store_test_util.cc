@@ -95,7 +95,7 @@ std::optional<std::pair<pg_status_t, std::string>> as_error(const Bytes& body) {
   return std::make_pair(code, message);
 }
 
-Child::Child(std::function<int()> body) {
+Child::Child(const std::function<int()>& body) {
   pid_ = ::fork();
   if (pid_ == 0) {
     int code = 100;

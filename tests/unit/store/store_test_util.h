@@ -58,7 +58,7 @@ std::optional<std::pair<pg_status_t, std::string>> as_error(const Bytes& body);
 // if it crashed or ran past timeout (then it is killed).
 class Child {
  public:
-  explicit Child(std::function<int()> body);
+  explicit Child(const std::function<int()>& body);
   ~Child();
   int wait(Millis timeout);
 

@@ -122,7 +122,7 @@ TEST(TcpStoreLimits, OutOfDescriptorsASilentConnectionMakesWay) {
     if (!server.ok()) return 2;
     rlimit limit{};
     getrlimit(RLIMIT_NOFILE, &limit);
-    limit.rlim_cur = static_cast<rlim_t>(highest_fd() + 1 + 3);
+    limit.rlim_cur = static_cast<rlim_t>(highest_fd()) + 1 + 3;
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 3;
     const int port = (*server)->port();
     if (::write(port_pipe[1], &port, sizeof port) != sizeof port) return 4;
@@ -131,8 +131,8 @@ TEST(TcpStoreLimits, OutOfDescriptorsASilentConnectionMakesWay) {
   });
   int port = 0;
   ASSERT_EQ(::read(port_pipe[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
-  std::vector<std::unique_ptr<RawConnection>> idle;
-  for (int i = 0; i < 8; ++i) idle.push_back(std::make_unique<RawConnection>(port));
+  std::vector<std::unique_ptr<RawConnection>> idle(8);
+  for (auto& connection : idle) connection = std::make_unique<RawConnection>(port);
   std::this_thread::sleep_for(Millis(200));
   auto client =
       TcpStoreClient::connect({.host = "127.0.0.1", .port = port, .timeout = Millis(3000)});
