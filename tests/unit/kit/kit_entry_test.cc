@@ -136,7 +136,13 @@ class FakeGroup {
   void shutdown() { ++shutdowns; }
 };
 
-// Splits; its works (shared_ptr<const FakeWork>) cannot take completion notices.
+// A work that answers with a kit::Status (as nccl's do), and takes no completion notices.
+struct StatusWork {
+  Status test() const { return Status::error(PG_ERR_TIMEOUT, "splitting: too late"); }
+  Status wait(int64_t) const { return Status{PG_PENDING, ""}; }
+};
+
+// Splits; its shutdown can fail, and its works are StatusWorks.
 class SplittingGroup {
  public:
   static constexpr const char* kName = "splitting";
@@ -150,11 +156,15 @@ class SplittingGroup {
     if (color != PG_SPLIT_NO_COLOR) *out = std::make_shared<SplittingGroup>();
     return {};
   }
-  Status submit(const pg_backend_op_t&, std::shared_ptr<const FakeWork>* out) {
-    *out = std::make_shared<const FakeWork>();
+  Status submit(const pg_backend_op_t&, std::shared_ptr<StatusWork>* out) {
+    *out = std::make_shared<StatusWork>();
     return {};
   }
   void abort() {}
+  Status shutdown() const {
+    return fail_shutdown ? Status::error(PG_ERR_BACKEND, "splitting: teardown failed") : Status{};
+  }
+  static inline bool fail_shutdown = false;
 };
 
 constexpr pg_backend_ops_t kFakeOps = make_ops<FakeGroup>(kP2pOps | 1u << PG_OP_BARRIER);
@@ -171,7 +181,7 @@ TEST(KitEntry, MakeOpsBuildsTheTableTheGroupAsksFor) {
   for (auto entry : {kFakeOps.group_create, kSplittingOps.group_create}) EXPECT_NE(entry, nullptr);
   EXPECT_EQ(native_ops_of(kSplittingOps), kAllOps);
   EXPECT_NE(kSplittingOps.group_split, nullptr);
-  EXPECT_EQ(kSplittingOps.work_on_complete, nullptr) << "a const work cannot take notices";
+  EXPECT_EQ(kSplittingOps.work_on_complete, nullptr) << "StatusWork takes no notices";
   constexpr pg_backend_ops_t kNoSplit = make_ops<SplittingGroup>(kAllOps, {.split = false});
   EXPECT_EQ(kNoSplit.group_split, nullptr);
 }
@@ -280,7 +290,7 @@ TEST_F(KitEntryGroup, EntriesCheckHandlesAndUseTheConfigsHost) {
   EXPECT_EQ(take_error(), "fake: work_test: work is NULL");
 }
 
-TEST_F(KitEntryGroup, SplitGivesNoGroupForNoColor) {
+TEST_F(KitEntryGroup, SplitAndStatusAnsweringWorksAndShutdown) {
   pg_backend_group_t parent = nullptr, child = nullptr;
   ASSERT_EQ(kSplittingOps.group_create(&config_, &parent), PG_OK) << take_error();
   EXPECT_EQ(kSplittingOps.group_split(parent, PG_SPLIT_NO_COLOR, 0, nullptr, &child), PG_OK);
@@ -288,7 +298,20 @@ TEST_F(KitEntryGroup, SplitGivesNoGroupForNoColor) {
   ASSERT_EQ(kSplittingOps.group_split(parent, 3, 0, &config_, &child), PG_OK);
   ASSERT_NE(child, nullptr);
   EXPECT_EQ(kSplittingOps.group_destroy(child), PG_OK);
-  EXPECT_EQ(kSplittingOps.group_destroy(parent), PG_OK);
+  // Works and shutdown that answer with a Status: passed through as they are.
+  pg_backend_op_t barrier{};
+  barrier.struct_size = sizeof(barrier);
+  barrier.op = PG_OP_BARRIER;
+  pg_backend_work_t w = nullptr;
+  ASSERT_EQ(kSplittingOps.barrier(parent, &barrier, &w), PG_OK);
+  EXPECT_EQ(kSplittingOps.work_wait(w, 5), PG_PENDING);
+  EXPECT_EQ(kSplittingOps.work_test(w), PG_ERR_TIMEOUT);
+  EXPECT_EQ(take_error(), "splitting: too late");
+  kSplittingOps.work_release(w);
+  SplittingGroup::fail_shutdown = true;
+  EXPECT_EQ(kSplittingOps.group_destroy(parent), PG_ERR_BACKEND);  // and the handle is gone
+  EXPECT_EQ(take_error(), "splitting: teardown failed");
+  SplittingGroup::fail_shutdown = false;
 }
 
 // ---- negotiate ---------------------------------------------------------------------

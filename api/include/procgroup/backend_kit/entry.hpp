@@ -10,7 +10,8 @@
 //                               const pg_host_services_t* host, std::unique_ptr<MyGroup>* out);
 //     kit::Status submit(const pg_backend_op_t& op, std::shared_ptr<MyWork>* out);
 //     void abort();
-//   };  // MyWork: pg_status_t test(std::string*), wait(int64_t timeout_ms, std::string*)
+//   };  // MyWork: pg_status_t test(std::string*), wait(int64_t timeout_ms, std::string*),
+//       // or kit::Status test(), wait(int64_t timeout_ms)
 //   constexpr pg_backend_ops_t kOps = kit::make_ops<MyGroup>(kit::kAllOps);
 //   extern "C" PG_BACKEND_EXPORT pg_status_t pg_backend_negotiate(
 //       const pg_backend_negotiate_in_t* in, pg_backend_negotiate_out_t* out) {
@@ -18,11 +19,11 @@
 //   }
 //
 // Optional members, used when present: Group::shutdown() (group_destroy, before the
-// handle lets the group go), Group::split(color, key, config, GroupPtr*) (group_split;
-// config is passed unchecked: a split is collective, so the plugin checks it in agreement
-// with the other ranks), and Work::notify_on_complete(done, user) -> bool (work_on_complete).
-// create's and submit's last parameters say how handles own groups and works (unique_ptr,
-// shared_ptr or any owning reference with ->).
+// handle lets the group go; a Status it returns is group_destroy's), Group::split(color, key,
+// config, GroupPtr*) (group_split; config is passed unchecked: a split is collective, so the plugin
+// checks it in agreement with the other ranks), and Work::notify_on_complete(done, user) -> bool
+// (work_on_complete). create's and submit's last parameters say how handles own groups and works
+// (unique_ptr, shared_ptr or any owning reference with ->).
 #pragma once
 
 #include <concepts>
@@ -150,7 +151,13 @@ struct Entries {
     return guard(host(g), [&]() -> Status {
       if (g == nullptr) return invalid("group_destroy", "group is NULL");
       std::unique_ptr<GroupBox> owned(g);
-      if constexpr (requires { owned->group->shutdown(); }) owned->group->shutdown();
+      if constexpr (requires { owned->group->shutdown(); }) {
+        if constexpr (std::same_as<decltype(owned->group->shutdown()), Status>) {
+          return owned->group->shutdown();  // the handle goes either way
+        } else {
+          owned->group->shutdown();
+        }
+      }
       return {};
     });
   }
@@ -168,9 +175,15 @@ struct Entries {
     WorkBox* w = box(work);
     return guard(host(w), [&]() -> Status {
       if (w == nullptr) return invalid("work_test", "work is NULL");
-      std::string message;
-      const pg_status_t st = w->work->test(&message);
-      return Status{st, std::move(message)};
+      if constexpr (requires {
+                      { w->work->test() } -> std::same_as<Status>;
+                    }) {
+        return w->work->test();
+      } else {
+        std::string message;
+        const pg_status_t st = w->work->test(&message);
+        return Status{st, std::move(message)};
+      }
     });
   }
 
@@ -178,9 +191,15 @@ struct Entries {
     WorkBox* w = box(work);
     return guard(host(w), [&]() -> Status {
       if (w == nullptr) return invalid("work_wait", "work is NULL");
-      std::string message;
-      const pg_status_t st = w->work->wait(timeout_ms, &message);
-      return Status{st, std::move(message)};
+      if constexpr (requires {
+                      { w->work->wait(timeout_ms) } -> std::same_as<Status>;
+                    }) {
+        return w->work->wait(timeout_ms);
+      } else {
+        std::string message;
+        const pg_status_t st = w->work->wait(timeout_ms, &message);
+        return Status{st, std::move(message)};
+      }
     });
   }
 
