@@ -38,9 +38,9 @@ Comm::~Comm() {
 Status Comm::create_resources() {
   // Non-blocking: the legacy default stream does not serialise with it; every operation
   // orders itself after the caller's stream through an event instead.
-  PG_NCCL_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+  PG_KIT_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                           "group_create: cudaStreamCreateWithFlags"));
-  PG_NCCL_TRY(cuda_status(cudaMalloc(reinterpret_cast<void**>(&barrier_scratch_), sizeof(int32_t)),
+  PG_KIT_TRY(cuda_status(cudaMalloc(reinterpret_cast<void**>(&barrier_scratch_), sizeof(int32_t)),
                           "group_create: cudaMalloc (barrier scratch)"));
   return cuda_status(cudaMemset(barrier_scratch_, 0, sizeof(int32_t)),
                      "group_create: cudaMemset (barrier scratch)");
@@ -81,7 +81,7 @@ Status Comm::check_stream(cudaStream_t stream, const std::string& label) {
   const cudaError_t err = cudaStreamGetDevice(stream, &device);
   if (err != cudaSuccess || device != device_) {
     if (err != cudaSuccess) (void)cudaGetLastError();
-    return Status::error(PG_ERR_INVALID_ARGUMENT,
+    return nccl_error(PG_ERR_INVALID_ARGUMENT,
                          label + ": the buffer's stream is not usable on cuda:" +
                              std::to_string(device_) + " (" +
                              (err != cudaSuccess ? "cudaStreamGetDevice: " + cuda_error_text(err)
@@ -106,10 +106,10 @@ void Comm::settle_inflight_locked() {
 
 Status Comm::refuse_locked() const {
   if (auto f = failure()) {
-    return Status::error(PG_ERR_ABORTED,
+    return nccl_error(PG_ERR_ABORTED,
                          "the communicator failed earlier: " + without_prefix(f->message));
   }
-  if (comm_ == nullptr) return Status::error(PG_ERR_ABORTED, "the group was destroyed");
+  if (comm_ == nullptr) return nccl_error(PG_ERR_ABORTED, "the group was destroyed");
   return {};
 }
 
@@ -127,7 +127,7 @@ Status await_nccl(ncclComm_t comm, ncclResult_t result, const std::string& what,
     result = r != ncclSuccess ? r : state;
   }
   if (result == ncclSuccess) return {};
-  return Status::error(nccl_code(result), what + ": " + nccl_error_text(result, comm));
+  return nccl_error(nccl_code(result), what + ": " + nccl_error_text(result, comm));
 }
 
 Status Comm::settle(ncclResult_t result, const std::string& what, Clock::time_point deadline) {
@@ -135,10 +135,10 @@ Status Comm::settle(ncclResult_t result, const std::string& what, Clock::time_po
       comm_, result, what, deadline,
       [&]() -> std::optional<Status> {
         if (!abort_requested_.load()) return std::nullopt;
-        return Status::error(PG_ERR_ABORTED, what + ": the communicator is being aborted");
+        return nccl_error(PG_ERR_ABORTED, what + ": the communicator is being aborted");
       },
       [&] {
-        return Status::error(PG_ERR_TIMEOUT, what + ": NCCL was still in progress after " +
+        return nccl_error(PG_ERR_TIMEOUT, what + ": NCCL was still in progress after " +
                                                  std::to_string(timeout_ms_) + " ms");
       });
 }
@@ -175,7 +175,7 @@ std::optional<Status> Comm::check_async(const std::string& label) {
     const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
     if (r != ncclSuccess) state = r;
     if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
-    error = Status::error(nccl_code(state), label + ": NCCL reported an asynchronous error: " +
+    error = nccl_error(nccl_code(state), label + ": NCCL reported an asynchronous error: " +
                                                 nccl_error_text(state, comm_) +
                                                 "; the communicator was aborted");
   }
@@ -272,7 +272,7 @@ Status Comm::shutdown() {
       } else if (failure()) {
         break;
       } else if (Clock::now() > deadline) {
-        st = Status::error(PG_ERR_TIMEOUT, "group_destroy: operations were still running after " +
+        st = nccl_error(PG_ERR_TIMEOUT, "group_destroy: operations were still running after " +
                                                std::to_string(timeout_ms_) +
                                                " ms; the communicator was aborted");
       }
@@ -292,7 +292,7 @@ Status Comm::shutdown() {
   comm_ = nullptr;
   if (!fin.ok()) return fin;
   if (r != ncclSuccess)
-    return Status::error(nccl_code(r),
+    return nccl_error(nccl_code(r),
                          "group_destroy: ncclCommDestroy: " + nccl_error_text(r, nullptr));
   return result;
 }

@@ -9,7 +9,7 @@
 //   Status st = comm->enqueue(deadline, [&](ncclComm_t c, cudaStream_t s) {
 //     return comm->settle(ncclAllReduce(..., c, s), "ncclAllReduce", deadline);
 //   });
-//   comm->fail(Status::error(PG_ERR_ABORTED, "group_abort was called"));
+//   comm->fail(nccl_error(PG_ERR_ABORTED, "group_abort was called"));
 #ifndef PROCGROUP_BACKENDS_NCCL_NCCL_COMM_H_
 #define PROCGROUP_BACKENDS_NCCL_NCCL_COMM_H_
 

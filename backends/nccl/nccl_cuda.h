@@ -3,7 +3,7 @@
 //   DeviceGuard on(comm.device());   // entries run on the communicator's device and
 //                                    // give the caller's thread its own device back
 //   Event done;
-//   PG_NCCL_TRY(done.create("allreduce #3"));
+//   PG_KIT_TRY(done.create("allreduce #3"));
 #ifndef PROCGROUP_BACKENDS_NCCL_NCCL_CUDA_H_
 #define PROCGROUP_BACKENDS_NCCL_NCCL_CUDA_H_
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "nccl_cuda.h"
+#include "procgroup/backend_kit/entry.hpp"
 
 namespace procgroup::nccl_backend {
 namespace {
@@ -44,52 +45,64 @@ const char* nccl_call_name(int32_t op) {
 Status Group::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                      std::unique_ptr<Group>* out) {
   std::shared_ptr<Comm> comm;
-  PG_NCCL_TRY(create_communicator(config, host, &comm));
-  out->reset(new Group(std::move(comm)));
+  PG_KIT_TRY(create_communicator(config, host, &comm));
+  out->reset(new Group(std::move(comm), host));
   return {};
 }
 
-Status Group::split(int32_t color, const pg_backend_group_config_t* config,
-                    const pg_host_services_t* host, std::unique_ptr<Group>* out) {
+Status Group::split(int32_t color, int32_t /*key*/, const pg_backend_group_config_t* config,
+                    std::unique_ptr<Group>* out) {
+  // The kit passes a split's config unchecked: it is checked here, on every rank alike.
+  if (color == PG_SPLIT_NO_COLOR) {
+    if (config != nullptr) return nccl_error(PG_ERR_INVALID_ARGUMENT, "group_split: a config for PG_SPLIT_NO_COLOR");
+  } else {
+    if (color < 0) {
+      return nccl_error(PG_ERR_INVALID_ARGUMENT,
+                        "group_split: color " + std::to_string(color) + " is negative");
+    }
+    PG_KIT_TRY(kit::check_config(config, "nccl: group_split"));
+  }
+  const pg_host_services_t* host = config != nullptr ? kit::host_of(config) : host_;
   std::shared_ptr<Comm> comm;
-  PG_NCCL_TRY(split_communicator(*comm_, color, config, host, &comm));
-  if (comm != nullptr) out->reset(new Group(std::move(comm)));
+  PG_KIT_TRY(split_communicator(*comm_, color, config, host, &comm));
+  if (comm != nullptr) out->reset(new Group(std::move(comm), host != nullptr ? host : host_));
   return {};
 }
 
 Group::~Group() {
-  if (!destroyed_) (void)destroy();
+  if (!destroyed_) (void)shutdown();
 }
 
-Status Group::destroy() {
+Status Group::shutdown() {
   destroyed_ = true;
   return comm_->shutdown();
 }
 
-void Group::abort() { comm_->fail(Status::error(PG_ERR_ABORTED, "group_abort was called")); }
+void Group::abort() { comm_->fail(nccl_error(PG_ERR_ABORTED, "group_abort was called")); }
 
 Status Group::submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out) {
+  PG_KIT_TRY(check_buffer_kinds(op));  // before the communicator is touched
   Plan plan;
-  PG_NCCL_TRY(make_plan(op, comm_->rank(), comm_->size(), comm_->device(), &plan));
+  PG_KIT_TRY(make_plan(op, comm_->rank(), comm_->size(), comm_->device(), &plan));
   const std::string label = op_label(op);
   if (auto f = comm_->failure()) {
-    return Status::error(
+    return nccl_error(
         PG_ERR_ABORTED, label + ": the communicator failed earlier: " + without_prefix(f->message));
   }
   DeviceGuard on(comm_->device());
-  PG_NCCL_TRY(on.status());
-  PG_NCCL_TRY(check_pointers(op, plan, comm_->device()));
+  PG_KIT_TRY(on.status());
+  PG_KIT_TRY(check_pointers(op, plan, comm_->device()));
   const int64_t timeout_ms = op.timeout_ms > 0 ? op.timeout_ms : comm_->timeout_ms();
   auto work = std::make_shared<Work>(comm_, label, timeout_ms);
   if (op.op == PG_OP_SEND || op.op == PG_OP_RECV) {
-    PG_NCCL_TRY(work->prepare_on_internal_stream(plan));
+    PG_KIT_TRY(work->prepare_on_internal_stream(plan));
     const bool send = op.op == PG_OP_SEND;
     work->p2p = P2p{send, send ? op.input.data : op.output.data, plan.count, plan.dtype, op.peer};
     comm_->defer_p2p(work);
   } else {
-    PG_NCCL_TRY(work->prepare(plan));
+    PG_KIT_TRY(work->prepare(plan));
     comm_->flush_p2p();  // sends and recvs issued before this go first
-    PG_NCCL_TRY(issue(op, plan, work));
+    PG_KIT_TRY(issue(op, plan, work));
   }
   *out = std::move(work);
   return {};
@@ -104,21 +117,21 @@ Status Group::issue(const pg_backend_op_t& op, const Plan& plan,
   Status st = comm_->enqueue([&](ncclComm_t c, cudaStream_t internal) -> Status {
     const cudaStream_t s = work.stream(internal);
     for (const cudaEvent_t* e = work.starts_begin(); e != work.starts_end(); ++e)
-      PG_NCCL_TRY(
+      PG_KIT_TRY(
           cuda_status(cudaStreamWaitEvent(s, *e, 0), work.label() + ": cudaStreamWaitEvent"));
     if (plan.copy_instead) {
       // An average at one rank is the input (see choose_avg).
       if (plan.recv != plan.send)
-        PG_NCCL_TRY(cuda_status(
+        PG_KIT_TRY(cuda_status(
             cudaMemcpyAsync(plan.recv, plan.send, plan.bytes(), cudaMemcpyDeviceToDevice, s),
             work.label() + ": cudaMemcpyAsync (average at one rank)"));
     } else {
       const void* send = plan.send;
       if (plan.scratch_bytes > 0) {
         // Stream-ordered, so it costs no synchronisation.
-        PG_NCCL_TRY(cuda_status(cudaMallocAsync(&scratch, plan.scratch_bytes, s),
+        PG_KIT_TRY(cuda_status(cudaMallocAsync(&scratch, plan.scratch_bytes, s),
                                 work.label() + ": cudaMallocAsync (in-place alltoall copy)"));
-        PG_NCCL_TRY(cuda_status(
+        PG_KIT_TRY(cuda_status(
             cudaMemcpyAsync(scratch, plan.send, plan.scratch_bytes, cudaMemcpyDeviceToDevice, s),
             work.label() + ": cudaMemcpyAsync (in-place alltoall copy)"));
         send = scratch;
@@ -128,13 +141,13 @@ Status Group::issue(const pg_backend_op_t& op, const Plan& plan,
                                  ? ncclAllReduce(comm_->barrier_scratch(), comm_->barrier_scratch(),
                                                  1, ncclInt32, ncclSum, c, s)
                                  : call_nccl(op, plan, send, c, s);
-      PG_NCCL_TRY(comm_->settle(r, what, deadline));
+      PG_KIT_TRY(comm_->settle(r, what, deadline));
       if (scratch != nullptr) {
-        PG_NCCL_TRY(cuda_status(cudaFreeAsync(scratch, s), work.label() + ": cudaFreeAsync"));
+        PG_KIT_TRY(cuda_status(cudaFreeAsync(scratch, s), work.label() + ": cudaFreeAsync"));
         scratch = nullptr;
       }
     }
-    PG_NCCL_TRY(cuda_status(cudaEventRecord(work.done(), s), work.label() + ": cudaEventRecord"));
+    PG_KIT_TRY(cuda_status(cudaEventRecord(work.done(), s), work.label() + ": cudaEventRecord"));
     work.set_issued(true);
     return {};
   }, issued);

@@ -3,10 +3,10 @@
 // operation onto NCCL on the communicator's internal stream.
 //
 //   std::unique_ptr<Group> group;
-//   PG_NCCL_TRY(Group::create(*config, host, &group));
+//   PG_KIT_TRY(Group::create(*config, host, &group));
 //   std::shared_ptr<Work> work;
-//   PG_NCCL_TRY(group->submit(op, &work));   // returns at once; work->wait(...) later
-//   Status st = group->destroy();            // drains, finalizes, destroys
+//   PG_KIT_TRY(group->submit(op, &work));   // returns at once; work->wait(...) later
+//   Status st = group->shutdown();           // drains, finalizes, destroys
 #ifndef PROCGROUP_BACKENDS_NCCL_NCCL_GROUP_H_
 #define PROCGROUP_BACKENDS_NCCL_NCCL_GROUP_H_
 
@@ -35,13 +35,16 @@ Status create_communicator(const pg_backend_group_config_t& config, const pg_hos
 Status split_communicator(Comm& parent, int32_t color, const pg_backend_group_config_t* config,
                           const pg_host_services_t* host, std::shared_ptr<Comm>* out);
 
+// The kit (kit::make_ops) builds the plugin's table from this class.
 class Group {
  public:
+  static constexpr const char* kName = "nccl";
   static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                        std::unique_ptr<Group>* out);
   // A child of this group (see split_communicator); *out stays empty for PG_SPLIT_NO_COLOR.
-  Status split(int32_t color, const pg_backend_group_config_t* config,
-               const pg_host_services_t* host, std::unique_ptr<Group>* out);
+  // key is not used: the core's child rank (config->rank) already orders by it.
+  Status split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
+               std::unique_ptr<Group>* out);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -50,13 +53,16 @@ class Group {
   // deferred, see Comm::defer_p2p). Never waits for another rank.
   Status submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out);
   void abort();
-  Status destroy();
+  // group_destroy: drains, finalizes, destroys.
+  Status shutdown();
 
  private:
-  explicit Group(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
+  Group(std::shared_ptr<Comm> comm, const pg_host_services_t* host)
+      : comm_(std::move(comm)), host_(host) {}
   Status issue(const pg_backend_op_t& op, const Plan& plan, const std::shared_ptr<Work>& issued);
 
   std::shared_ptr<Comm> comm_;
+  const pg_host_services_t* host_;
   bool destroyed_ = false;
 };
 

@@ -2,10 +2,10 @@
 // buffer NCCL reads and writes, its count, dtype and reduction, and which user streams it
 // must start after. Nothing here touches a communicator.
 //
-//   PG_NCCL_TRY(check_buffer_kinds(op));                  // CPU buffer: PG_ERR_UNSUPPORTED
+//   PG_KIT_TRY(check_buffer_kinds(op));                  // CPU buffer: PG_ERR_UNSUPPORTED
 //   Plan plan;
-//   PG_NCCL_TRY(make_plan(op, rank, size, device, &plan)); // shapes, roots, devices
-//   PG_NCCL_TRY(check_pointers(op, plan, device));         // cudaPointerGetAttributes
+//   PG_KIT_TRY(make_plan(op, rank, size, device, &plan)); // shapes, roots, devices
+//   PG_KIT_TRY(check_pointers(op, plan, device));         // cudaPointerGetAttributes
 #ifndef PROCGROUP_BACKENDS_NCCL_NCCL_PLAN_H_
 #define PROCGROUP_BACKENDS_NCCL_NCCL_PLAN_H_
 

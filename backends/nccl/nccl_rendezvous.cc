@@ -49,7 +49,7 @@ Status choose_device(const pg_backend_group_config_t& c, int count, int* device)
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
     if (*end != '\0' || v < 0 || v >= count) {
-      return Status::error(PG_ERR_CONFIG, "PROCGROUP_NCCL_DEVICE='" + std::string(env) +
+      return nccl_error(PG_ERR_CONFIG, "PROCGROUP_NCCL_DEVICE='" + std::string(env) +
                                               "' is not a device index below " +
                                               std::to_string(count));
     }
@@ -58,7 +58,7 @@ Status choose_device(const pg_backend_group_config_t& c, int count, int* device)
   }
   const int local = c.local_rank > 0 ? c.local_rank : 0;
   if (local >= count) {
-    return Status::error(
+    return nccl_error(
         PG_ERR_CONFIG, "LOCAL_RANK " + std::to_string(local) + " has no CUDA device of its own (" +
                            std::to_string(count) +
                            " on this host; NCCL needs one device per rank): start at most " +
@@ -72,7 +72,7 @@ Status exchange_id(const pg_backend_group_config_t& c, ncclUniqueId* id) {
   if (c.rank == 0) {
     const ncclResult_t r = ncclGetUniqueId(id);
     if (r != ncclSuccess) {
-      return Status::error(nccl_code(r),
+      return nccl_error(nccl_code(r),
                            "group_create: ncclGetUniqueId: " + nccl_error_text(r, nullptr));
     }
     set_key(c.store, kUidKey, "U" + std::string(id->internal, sizeof(id->internal)));
@@ -80,16 +80,16 @@ Status exchange_id(const pg_backend_group_config_t& c, ncclUniqueId* id) {
   }
   std::string value;
   if (!get_key(c.store, kUidKey, c.timeout_ms, &value)) {
-    return Status::error(PG_ERR_TIMEOUT,
+    return nccl_error(PG_ERR_TIMEOUT,
                          "group_create: rank 0 did not publish NCCL's unique id "
                          "within " +
                              std::to_string(c.timeout_ms) + " ms");
   }
   if (value.size() > 1 && value[0] == 'E') {
-    return Status::error(PG_ERR_BACKEND, "group_create: " + value.substr(1));
+    return nccl_error(PG_ERR_BACKEND, "group_create: " + value.substr(1));
   }
   if (value.size() != 1 + sizeof(id->internal) || value[0] != 'U') {
-    return Status::error(PG_ERR_BACKEND, "group_create: malformed unique id in the store");
+    return nccl_error(PG_ERR_BACKEND, "group_create: malformed unique id in the store");
   }
   std::memcpy(id->internal, value.data() + 1, sizeof(id->internal));
   return {};
@@ -123,10 +123,10 @@ Status finish_init(const pg_backend_group_config_t& c, ncclComm_t comm, ncclResu
         next_store_look = Clock::now() + kFailedPollInterval;
         std::string failed;
         if (!get_key(c.store, kFailedKey, 0, &failed)) return std::nullopt;
-        return Status::error(PG_ERR_BACKEND, "group_create: " + failed);
+        return nccl_error(PG_ERR_BACKEND, "group_create: " + failed);
       },
       [&] {
-        return Status::error(PG_ERR_TIMEOUT,
+        return nccl_error(PG_ERR_TIMEOUT,
                              "group_create: ncclCommInitRankConfig did not finish within " +
                                  std::to_string(c.timeout_ms) + " ms (" + missing_ranks(c) + ")");
       });
@@ -163,7 +163,7 @@ Status create_communicator(const pg_backend_group_config_t& c, const pg_host_ser
   ncclComm_t nccl = nullptr;
   const ncclResult_t r = ncclCommInitRankConfig(&nccl, c.size, id, c.rank, &config);
   st = nccl == nullptr && r != ncclSuccess
-           ? Status::error(nccl_code(r),
+           ? nccl_error(nccl_code(r),
                            "group_create: ncclCommInitRankConfig: " + nccl_error_text(r, nullptr))
            : finish_init(c, nccl, r, deadline);
   if (!st.ok()) {

@@ -31,7 +31,7 @@ Status wait_for_handle(ncclComm_t* made, Clock::time_point deadline, int64_t tim
   Backoff backoff;
   while (std::atomic_ref<ncclComm_t>(*made).load() == nullptr) {
     if (Clock::now() > deadline) {
-      return Status::error(PG_ERR_TIMEOUT, std::string(kWhat) +
+      return nccl_error(PG_ERR_TIMEOUT, std::string(kWhat) +
                                                ": the new communicator did not appear within " +
                                                std::to_string(timeout_ms) + " ms");
     }
@@ -44,18 +44,18 @@ Status wait_for_handle(ncclComm_t* made, Clock::time_point deadline, int64_t tim
 Status check_child(ncclComm_t child, const Comm& expected, Clock::time_point deadline) {
   ncclResult_t state = ncclSuccess;
   const ncclResult_t r = ncclCommGetAsyncError(child, &state);
-  PG_NCCL_TRY(await_nccl(
+  PG_KIT_TRY(await_nccl(
       child, r != ncclSuccess ? r : state, std::string(kWhat) + " (the new communicator)", deadline,
       [] { return std::optional<Status>(); },
       [&] {
-        return Status::error(PG_ERR_TIMEOUT, std::string(kWhat) +
+        return nccl_error(PG_ERR_TIMEOUT, std::string(kWhat) +
                                                  ": the new communicator was not ready within " +
                                                  std::to_string(expected.timeout_ms()) + " ms");
       }));
   int rank = -1, size = -1;
   if (ncclCommUserRank(child, &rank) != ncclSuccess || ncclCommCount(child, &size) != ncclSuccess ||
       rank != expected.rank() || size != expected.size()) {
-    return Status::error(PG_ERR_INTERNAL, std::string(kWhat) + " placed this rank at " +
+    return nccl_error(PG_ERR_INTERNAL, std::string(kWhat) + " placed this rank at " +
                                               std::to_string(rank) + " of " + std::to_string(size) +
                                               ", not at " + std::to_string(expected.rank()) +
                                               " of " + std::to_string(expected.size()));
@@ -71,7 +71,7 @@ Status split_communicator(Comm& parent, int32_t color, const pg_backend_group_co
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   parent.flush_p2p();  // sends and recvs issued before the split go first, as for a collective
   DeviceGuard on(parent.device());  // the child lives on the parent's device
-  PG_NCCL_TRY(on.status());
+  PG_KIT_TRY(on.status());
   auto call = std::make_shared<SplitCall>();
   call->config.blocking = blocking_communicators() ? 1 : 0;
   // No shared resources (whatever NCCL_COMM_SPLIT_SHARE_RESOURCES says): each group must
@@ -81,7 +81,7 @@ Status split_communicator(Comm& parent, int32_t color, const pg_backend_group_co
     call->child = std::make_shared<Comm>(c->rank, c->size, parent.device(), c->timeout_ms,
                                          std::string(c->group_id != nullptr ? c->group_id : ""));
     // Its own stream and scratch, as a created group's.
-    PG_NCCL_TRY(call->child->create_resources());
+    PG_KIT_TRY(call->child->create_resources());
     call->config.commName = call->child->name().c_str();
   }
   const std::shared_ptr<Comm>& child = call->child;
@@ -95,7 +95,7 @@ Status split_communicator(Comm& parent, int32_t color, const pg_backend_group_co
   if (st.ok() && child != nullptr) st = wait_for_handle(&call->made, deadline, timeout_ms);
   if (st.ok() && child != nullptr) st = check_child(call->made, *child, deadline);
   if (st.ok() && child == nullptr && call->made != nullptr) {
-    st = Status::error(PG_ERR_INTERNAL, std::string(kWhat) + " made a communicator for a rank " +
+    st = nccl_error(PG_ERR_INTERNAL, std::string(kWhat) + " made a communicator for a rank " +
                                             "with NCCL_SPLIT_NOCOLOR");
   }
   if (!st.ok()) {

@@ -3,23 +3,6 @@
 
 namespace procgroup::nccl_backend {
 
-const char* op_name(int32_t op) {
-  switch (op) {
-    case PG_OP_ALLREDUCE: return "allreduce";
-    case PG_OP_BROADCAST: return "broadcast";
-    case PG_OP_REDUCE: return "reduce";
-    case PG_OP_ALLGATHER: return "allgather";
-    case PG_OP_REDUCE_SCATTER: return "reduce_scatter";
-    case PG_OP_GATHER: return "gather";
-    case PG_OP_SCATTER: return "scatter";
-    case PG_OP_ALLTOALL: return "alltoall";
-    case PG_OP_BARRIER: return "barrier";
-    case PG_OP_SEND: return "send";
-    case PG_OP_RECV: return "recv";
-    default: return "unknown";
-  }
-}
-
 std::string op_label(const pg_backend_op_t& op) {
   if (op.op == PG_OP_SEND || op.op == PG_OP_RECV) {
     return std::string(op_name(op.op)) + (op.op == PG_OP_SEND ? " to rank " : " from rank ") +
@@ -36,7 +19,7 @@ Status cuda_status(cudaError_t err, const std::string& what) {
   if (err == cudaSuccess) return {};
   (void)cudaGetLastError();  // a non-sticky error must not surface again in a later check
   const pg_status_t code = err == cudaErrorMemoryAllocation ? PG_ERR_OUT_OF_MEMORY : PG_ERR_BACKEND;
-  return Status::error(code, what + ": " + cuda_error_text(err));
+  return nccl_error(code, what + ": " + cuda_error_text(err));
 }
 
 pg_status_t nccl_code(ncclResult_t result) {
@@ -62,11 +45,11 @@ Status count_devices(int* count) {
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     *count = 0;
-    return Status::error(PG_ERR_UNSUPPORTED,
+    return nccl_error(PG_ERR_UNSUPPORTED,
                          "no CUDA device: cudaGetDeviceCount failed: " + cuda_error_text(err));
   }
   if (*count <= 0) {
-    return Status::error(PG_ERR_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0 devices");
+    return nccl_error(PG_ERR_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0 devices");
   }
   return {};
 }

@@ -13,35 +13,26 @@
 #include <string>
 #include <utility>
 
+#include "procgroup/backend_kit/op_table.hpp"
+#include "procgroup/backend_kit/status.hpp"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::nccl_backend {
 
 using Clock = std::chrono::steady_clock;
 
-// PG_OK or an error status with its message (never thrown).
-struct Status {
-  pg_status_t code = PG_OK;
-  std::string message;
-  bool ok() const { return code == PG_OK; }
-  static Status error(pg_status_t code, std::string message) {
-    return Status{code, "nccl: " + std::move(message)};
-  }
-};
-
-#define PG_NCCL_TRY(expr)                           \
-  do {                                              \
-    ::procgroup::nccl_backend::Status st_ = (expr); \
-    if (!st_.ok()) return st_;                      \
-  } while (0)
+// The kit's status; the plugin's own errors start with "nccl: " (nccl_error).
+using Status = kit::Status;
+inline Status nccl_error(pg_status_t code, std::string message) {
+  return Status::error(code, "nccl: " + std::move(message));
+}
 
 // A status message without its leading "nccl: " (to quote one inside another).
 inline std::string without_prefix(const std::string& message) {
   return message.rfind("nccl: ", 0) == 0 ? message.substr(6) : message;
 }
 
-// "allreduce", "send", ...; "unknown" for anything else.
-const char* op_name(int32_t op);
+using kit::op_name;
 
 // "allreduce #12" for collectives, "send to rank 1 (tag 7)" for point-to-point.
 std::string op_label(const pg_backend_op_t& op);

@@ -21,19 +21,19 @@ Status Work::prepare(const Plan& plan) {
   own_stream_ = plan.stream_count == 1 && plan.streams[0] != nullptr;
   if (!own_stream_) return prepare_on_internal_stream(plan);
   own_ = plan.streams[0];
-  PG_NCCL_TRY(comm_->check_stream(own_, label_));
+  PG_KIT_TRY(comm_->check_stream(own_, label_));
   return comm_->take_event(&done_, label_);
 }
 
 Status Work::prepare_on_internal_stream(const Plan& plan) {
   own_stream_ = false;
-  PG_NCCL_TRY(record_starts(plan));
+  PG_KIT_TRY(record_starts(plan));
   return comm_->take_event(&done_, label_);
 }
 
 Status Work::record_starts(const Plan& plan) {
   for (size_t i = 0; i < plan.stream_count; ++i) {
-    PG_NCCL_TRY(comm_->take_event(&starts_[i], label_));
+    PG_KIT_TRY(comm_->take_event(&starts_[i], label_));
     ++start_count_;
     // NULL is the legacy default stream, whatever this plugin was compiled with.
     cudaStream_t s = plan.streams[i] != nullptr ? plan.streams[i] : cudaStreamLegacy;
@@ -41,7 +41,7 @@ Status Work::record_starts(const Plan& plan) {
     if (err != cudaSuccess) {
       // Most likely a stream of another device, or one already destroyed: the caller's.
       (void)cudaGetLastError();
-      return Status::error(PG_ERR_INVALID_ARGUMENT,
+      return nccl_error(PG_ERR_INVALID_ARGUMENT,
                            label_ + ": the buffer's stream is not usable on cuda:" +
                                std::to_string(comm_->device()) +
                                " (cudaEventRecord: " + cuda_error_text(err) + ")");
@@ -87,13 +87,13 @@ Status Work::poll() {
   const std::optional<Status> failed = comm_->failure();
   if (q == cudaSuccess && !failed) return finish(Status{});
   if (const auto& f = failed) {
-    return finish(Status::error(PG_ERR_ABORTED, label_ +
+    return finish(nccl_error(PG_ERR_ABORTED, label_ +
                                                     " did not complete: the communicator was "
                                                     "aborted (" +
                                                     without_prefix(f->message) + ")"));
   }
   if (!recorded_.load()) {
-    return finish(Status::error(PG_ERR_ABORTED, label_ + " was never issued"));
+    return finish(nccl_error(PG_ERR_ABORTED, label_ + " was never issued"));
   }
   if (q != cudaErrorNotReady) {
     // A CUDA error here is sticky for the context: nothing on this device can be trusted.
@@ -102,7 +102,7 @@ Status Work::poll() {
   }
   if (auto async = comm_->check_async(label_)) return finish(*async);
   if (Clock::now() > deadline_) {
-    Status timeout = Status::error(
+    Status timeout = nccl_error(
         PG_ERR_TIMEOUT, label_ + " did not complete within " + std::to_string(timeout_ms_) +
                             " ms; the communicator was aborted (a rank may have stopped, left, "
                             "or issued different operations)");

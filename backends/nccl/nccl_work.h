@@ -11,7 +11,7 @@
 // PG_ERR_ABORTED naming that cause.
 //
 //   auto work = std::make_shared<Work>(comm, "allreduce #3", 60000);
-//   PG_NCCL_TRY(work->prepare(plan));   // pooled events; start events on user streams if needed
+//   PG_KIT_TRY(work->prepare(plan));   // pooled events; start events on user streams if needed
 //   ... enqueue on work->stream(s), cudaEventRecord(work->done(), ...), work->set_issued(true) ...
 //   Status st = work->wait(-1);
 #ifndef PROCGROUP_BACKENDS_NCCL_NCCL_WORK_H_
