@@ -11,7 +11,8 @@
 #include "core/user_store.h"
 #include "core/versioned_struct.h"
 
-using namespace procgroup::detail;
+// The C entry points are this file's only code, each a thin call into the core.
+using namespace procgroup::detail;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
@@ -107,7 +108,7 @@ PG_API pg_status_t pg_group_create_with_store_versioned(uint32_t caller_abi_vers
                         "belong to procgroup's own store; the group uses the store given");
     PG_ASSIGN_OR_RETURN(auto user_store, make_user_store(*store));
     PG_ASSIGN_OR_RETURN(GroupConfig config, resolve_group_config(&opts, process_env()));
-    PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config, std::move(user_store)));
+    PG_ASSIGN_OR_RETURN(auto state, GroupState::create(config, user_store));
     return publish_group(std::move(state), out);
   });
 }

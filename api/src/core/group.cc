@@ -65,7 +65,7 @@ GroupState::~GroupState() {
 }
 
 Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config,
-                                                       std::shared_ptr<Store> user_store) {
+                                                       const std::shared_ptr<Store>& user_store) {
   set_log_rank(config.rank);  // before the loader's lines
   std::shared_ptr<Timeline> timeline;
   if (!config.timeline_path.empty()) {

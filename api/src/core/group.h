@@ -53,7 +53,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // The world group of a job (pg_group_create). With user_store (pg_group_create_with_store)
   // it rendezvous there instead of opening config.store_url.
   static Result<std::shared_ptr<GroupState>> create(const GroupConfig& config,
-                                                    std::shared_ptr<Store> user_store = nullptr);
+                                                    const std::shared_ptr<Store>& user_store = nullptr);
   // Whether plugin starts here: a one-rank group of it on a private store, created and
   // destroyed at once (how the default backend is tried, default_backend.h).
   static Status try_alone(PluginRef plugin, const GroupConfig& config);

@@ -156,7 +156,7 @@ std::string describe_behind(const HangContext& c, const std::map<int, std::strin
   // Only when some rank is at this operation number with other arguments: a rank that did
   // not arrive is no sign of different counts.
   if (same_seq_other_call)
-    parts.push_back(
+    parts.emplace_back(
         "ranks that pass different counts, dtypes, roots or reduce ops to the same "
         "operation never match; PROCGROUP_DEBUG=detail names the rank that differs");
   return join(parts);

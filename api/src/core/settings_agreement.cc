@@ -22,7 +22,9 @@ constexpr Millis kProbeBudget{250};
 
 Bytes encode(const Settings& settings) {
   std::string text;
-  for (const auto& [name, value] : settings) text += name + "=" + value + "\n";
+  for (const auto& [name, value] : settings) {
+    text.append(name).append("=").append(value).append("\n");
+  }
   return Bytes(text.begin(), text.end());
 }
 

@@ -15,9 +15,11 @@ namespace procgroup::detail {
 namespace {
 
 int64_t wall_minus_steady_us() {
-  using namespace std::chrono;
-  const auto wall = duration_cast<microseconds>(system_clock::now().time_since_epoch());
-  const auto steady = duration_cast<microseconds>(Clock::now().time_since_epoch());
+  namespace chrono = std::chrono;
+  const auto wall = chrono::duration_cast<chrono::microseconds>(
+      chrono::system_clock::now().time_since_epoch());
+  const auto steady =
+      chrono::duration_cast<chrono::microseconds>(Clock::now().time_since_epoch());
   return (wall - steady).count();
 }
 

@@ -23,7 +23,7 @@ std::string OpLabel::to_string() const {
 WorkState::WorkState(std::weak_ptr<GroupState> group, OpLabel label, Deadline deadline,
                      uint64_t trace_id, OpTrace trace)
     : group_(std::move(group)),
-      label_(std::move(label)),
+      label_(label),
       deadline_(deadline),
       trace_id_(trace_id),
       trace_(trace) {}
@@ -142,7 +142,8 @@ void WorkState::backend_done(void* self_ref) {
   {
     std::lock_guard lock(self.mutex_);
     self.notify_fired_ = true;
-    if (!self.done_) self.poll_backend_locked(Millis(0));
+    // Its status is the work's own now (done_, status_): nothing to pass on here.
+    if (!self.done_) (void)self.poll_backend_locked(Millis(0));
     if (self.done_) self.release_backend_work_locked();
   }
   self.fire_callback();

@@ -94,7 +94,7 @@ TEST(UcxInterface, TakesTheCoresPlan) { run_world(2, {}, plugin_harness::expect_
 // ---- No communication -------------------------------------------------------------------
 
 TEST(UcxTags, FieldsDoNotOverlap) {
-  using namespace ucx_backend::tags;
+  using namespace ucx_backend::tags;  // NOLINT(google-build-using-namespace): the tag layout
   // The highest rank, with every other field full, keeps its own tag and the kind bits.
   const uint64_t top = collective(kMaxRanks - 1, ~uint64_t{0}, ~uint64_t{0}, 0xFFFF);
   EXPECT_NE(top & kCollectiveMatch,
@@ -191,7 +191,9 @@ TEST_P(OlderCoreKernels, SameResults) {
     std::vector<float> both(2 * kCount);
     pg_buffer_t all = cpu(both.data(), both.size(), PG_DTYPE_F32);
     env.expect_status(env.run(make_op(PG_OP_ALLGATHER, z, all)), PG_OK, "allgather");
-    env.expect(std::memcmp(both.data(), both.data() + kCount, kCount * sizeof(float)) == 0,
+    // Bits, not values: +0 and -0 compare equal as floats.
+    env.expect(std::memcmp(both.data(), both.data() + kCount,  // NOLINT(bugprone-suspicious-memory-comparison)
+                           kCount * sizeof(float)) == 0,
                "both ranks hold the same bits after min");
   });
 }

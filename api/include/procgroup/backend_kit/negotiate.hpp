@@ -26,10 +26,13 @@ inline constexpr uint32_t kAllReduceOps = (1u << PG_REDUCE_COUNT_) - 1;
 // Struct sizes the kit checks against (each "reaches this field").
 inline constexpr size_t kHostKernelsSize =
     offsetof(pg_host_services_t, scale_down) + sizeof(pg_host_services_t::scale_down);
+// The pointer fields' own size is meant: the struct must reach past the pointer.
 inline constexpr size_t kNegotiateInHostSize =
-    offsetof(pg_backend_negotiate_in_t, host) + sizeof(pg_backend_negotiate_in_t::host);
+    offsetof(pg_backend_negotiate_in_t, host) +
+    sizeof(pg_backend_negotiate_in_t::host);  // NOLINT(bugprone-sizeof-expression)
 inline constexpr size_t kNegotiateOutV1Size =
-    offsetof(pg_backend_negotiate_out_t, ops) + sizeof(pg_backend_negotiate_out_t::ops);
+    offsetof(pg_backend_negotiate_out_t, ops) +
+    sizeof(pg_backend_negotiate_out_t::ops);  // NOLINT(bugprone-sizeof-expression)
 inline constexpr size_t kOpV1Size = offsetof(pg_backend_op_t, output) + sizeof(pg_buffer_t);
 
 namespace detail {
