@@ -22,7 +22,10 @@
 namespace procgroup::detail {
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under a sanitizer: target_clones' ifunc resolvers run before the sanitizer's runtime
+// is up (TSan crashes at load); those builds check the baseline kernels.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define PG_KERNEL_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
