@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -33,10 +34,10 @@ namespace {
 #endif
 
 // The kit's converters (branch-free, so the loops over them vectorise), by short names.
-constexpr auto h2f = &kit::half_to_float;
-constexpr auto f2h = &kit::float_to_half;
-constexpr auto b2f = &kit::bf16_to_float;
-constexpr auto f2b = &kit::float_to_bf16;
+constexpr auto kHalfToFloat = &kit::half_to_float;
+constexpr auto kFloatToHalf = &kit::float_to_half;
+constexpr auto kBf16ToFloat = &kit::bf16_to_float;
+constexpr auto kFloatToBf16 = &kit::float_to_bf16;
 
 // Integer sum and product wrap modulo 2^bits: computed unsigned (no UB; 8-bit operands
 // widen to unsigned, not int), and the conversion back is modular in C++20. Floating
@@ -67,14 +68,14 @@ struct Prod {
 struct Min {
   template <class T>
   static T apply(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) return (b < a || b != b) ? b : a;
+    if constexpr (std::is_floating_point_v<T>) return (b < a || std::isnan(b)) ? b : a;  // NaN wins
     return b < a ? b : a;
   }
 };
 struct Max {
   template <class T>
   static T apply(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) return (b > a || b != b) ? b : a;
+    if constexpr (std::is_floating_point_v<T>) return (b > a || std::isnan(b)) ? b : a;  // NaN wins
     return b > a ? b : a;
   }
 };
@@ -153,7 +154,7 @@ __attribute__((target("avx2,f16c"))) void f16c_loop(uint16_t* out, const uint16_
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                      _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  if (i < n) by_op16<h2f, f2h>(out + i, a + i, b + i, n - i, kOp);
+  if (i < n) by_op16<kHalfToFloat, kFloatToHalf>(out + i, a + i, b + i, n - i, kOp);
 }
 
 void reduce_f16_f16c(void* o, const void* a_v, const void* b_v, size_t n, pg_reduce_op_t op) {
@@ -174,10 +175,11 @@ __attribute__((target("avx2,f16c"))) void scale_f16_f16c(void* data_v, size_t n,
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i),
-                     _mm256_cvtps_ph(_mm256_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(data + i),
+        _mm256_cvtps_ph(_mm256_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  for (; i < n; ++i) data[i] = f2h(h2f(data[i]) * inv);
+  for (; i < n; ++i) data[i] = kFloatToHalf(kHalfToFloat(data[i]) * inv);
 }
 
 bool have_f16c() {
@@ -201,7 +203,7 @@ PG_KERNEL_CLONES void reduce_f64(void* o, const void* a, const void* b, size_t n
 PG_KERNEL_CLONES void reduce_f16(void* o, const void* a, const void* b, size_t n,
                                  pg_reduce_op_t op) {
   if (have_f16c()) return reduce_f16_f16c(o, a, b, n, op);
-  by_op16<h2f, f2h>(o, a, b, n, op);
+  by_op16<kHalfToFloat, kFloatToHalf>(o, a, b, n, op);
 }
 // bf16's conversions are shifts and adds: one fused loop per op vectorises, and beats the
 // float blocks the f16 fallback needs.
@@ -211,7 +213,8 @@ template <class Op>
   auto* out = static_cast<uint16_t*>(out_v);
   const auto* a = static_cast<const uint16_t*>(a_v);
   const auto* b = static_cast<const uint16_t*>(b_v);
-  for (size_t i = 0; i < n; ++i) out[i] = f2b(Op::apply(b2f(a[i]), b2f(b[i])));
+  for (size_t i = 0; i < n; ++i)
+    out[i] = kFloatToBf16(Op::apply(kBf16ToFloat(a[i]), kBf16ToFloat(b[i])));
 }
 
 PG_KERNEL_CLONES void reduce_bf16(void* o, const void* a, const void* b, size_t n,
@@ -283,8 +286,8 @@ PG_KERNEL_CLONES void scale_any(void* data, size_t n, pg_dtype_t dtype, uint64_t
     case PG_DTYPE_F64: return scale_loop<double>(data, n, divisor);
     case PG_DTYPE_F16:
       if (have_f16c()) return scale_f16_f16c(data, n, 1.0f / static_cast<float>(divisor));
-      return scale_loop16<h2f, f2h>(data, n, divisor);
-    case PG_DTYPE_BF16: return scale_loop16<b2f, f2b>(data, n, divisor);
+      return scale_loop16<kHalfToFloat, kFloatToHalf>(data, n, divisor);
+    case PG_DTYPE_BF16: return scale_loop16<kBf16ToFloat, kFloatToBf16>(data, n, divisor);
     case PG_DTYPE_I8: return scale_loop<int8_t>(data, n, divisor);
     case PG_DTYPE_U8: return scale_loop<uint8_t>(data, n, divisor);
     case PG_DTYPE_I32: return scale_loop<int32_t>(data, n, divisor);
