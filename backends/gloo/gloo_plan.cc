@@ -9,12 +9,10 @@
 namespace procgroup::gloo_backend {
 
 Status plan_gloo_op(const pg_backend_op_t& op, int rank, int size, Plan* plan) {
-  for (const pg_buffer_t* b : {&op.input, &op.output}) {
-    if (kit::buffer_present(*b) && b->device_type != PG_DEVICE_CPU) {
-      return Status::error(PG_ERR_UNSUPPORTED, op_label(op) +
-                                                   ": gloo backend handles CPU buffers only; use "
-                                                   "PROCGROUP_BACKEND=nccl for CUDA buffers");
-    }
+  if (kit::buffer_off_device(op, PG_DEVICE_CPU) != nullptr) {
+    return Status::error(PG_ERR_UNSUPPORTED, op_label(op) +
+                                                 ": gloo backend handles CPU buffers only; use "
+                                                 "PROCGROUP_BACKEND=nccl for CUDA buffers");
   }
   PG_KIT_TRY(kit::plan_op(op, rank, size, plan));
   auto invalid = [&](const std::string& what) {

@@ -9,12 +9,10 @@
 namespace procgroup::loopback {
 
 Status plan_loopback_op(const pg_backend_op_t& op, int rank, int size, kit::Plan* plan) {
-  for (const pg_buffer_t* b : {&op.input, &op.output}) {
-    if (kit::buffer_present(*b) && b->device_type != PG_DEVICE_CPU) {
-      return {PG_ERR_UNSUPPORTED, kit::op_label(op) + ": a buffer is on device type " +
-                                      std::to_string(b->device_type) +
-                                      "; loopback handles CPU buffers only"};
-    }
+  if (const pg_buffer_t* b = kit::buffer_off_device(op, PG_DEVICE_CPU)) {
+    return {PG_ERR_UNSUPPORTED, kit::op_label(op) + ": a buffer is on device type " +
+                                    std::to_string(b->device_type) +
+                                    "; loopback handles CPU buffers only"};
   }
   return kit::plan_op(op, rank, size, plan);
 }

@@ -11,12 +11,10 @@ const char* op_name(pg_op_t op) { return kit::op_name(op); }
 std::string op_label(const pg_backend_op_t& op) { return kit::op_label(op); }
 
 Status plan_ucx_op(const pg_backend_op_t& op, int rank, int size, Plan* plan) {
-  for (const pg_buffer_t* b : {&op.input, &op.output}) {
-    if (kit::buffer_present(*b) && b->device_type != PG_DEVICE_CPU) {
-      return Status::error(PG_ERR_UNSUPPORTED, op_label(op) +
-                                                   ": the ucx backend handles CPU buffers only; "
-                                                   "use PROCGROUP_BACKEND=nccl for CUDA buffers");
-    }
+  if (kit::buffer_off_device(op, PG_DEVICE_CPU) != nullptr) {
+    return Status::error(PG_ERR_UNSUPPORTED, op_label(op) +
+                                                 ": the ucx backend handles CPU buffers only; "
+                                                 "use PROCGROUP_BACKEND=nccl for CUDA buffers");
   }
   PG_KIT_TRY(kit::plan_op(op, rank, size, plan));
   // n * size * 16 bytes must fit a size_t (the largest scratch an algorithm takes).

@@ -69,6 +69,15 @@ constexpr bool buffer_present(const pg_buffer_t& b) {
   return b.data != nullptr || b.count != 0 || b.dtype != PG_DTYPE_INVALID;
 }
 
+// The first buffer op passes that is not on `device` (NULL: none): how a plugin that takes
+// one kind of memory refuses the rest before planning.
+constexpr const pg_buffer_t* buffer_off_device(const pg_backend_op_t& op,
+                                               pg_device_type_t device) {
+  for (const pg_buffer_t* b : {&op.input, &op.output})
+    if (buffer_present(*b) && b->device_type != device) return b;
+  return nullptr;
+}
+
 namespace detail {
 
 inline Status invalid(const OpLabel& who, const std::string& what) {
