@@ -43,6 +43,7 @@ ParsedOptions usage_error(const ToolInfo& tool, const std::string& message) {
 template <typename T, size_t N>
 std::vector<std::string> names_of(const std::array<T, N>& all, const char* (*name_of)(T)) {
   std::vector<std::string> names;
+  names.reserve(N + 1);
   for (T v : all) names.emplace_back(name_of(v));
   names.emplace_back("all");
   return names;
@@ -117,6 +118,10 @@ ParsedOptions parse_options(int argc, char** argv, const ToolInfo& tool) {
                  "time over ranks: 0 rank 0's, 1 mean, 2 min, 3 max (the slowest rank)")
       ->check(CLI::Range(0, 3))
       ->capture_default_str();
+  app.add_flag("--reference", o.reference,
+               "also time this machine's memory at each size, on every rank at once: memcpy and "
+               "an f32 reduce-into (dst[i] += src[i]) of size bytes, in GB/s; the limit beside "
+               "the collective's busbw");
   app.add_option("--json", o.json_path, "also write the results as JSON to FILE (rank 0)");
   app.add_option("--csv", o.csv_path, "also write the results as CSV to FILE (rank 0)");
   if (tool.offers_direct) {

@@ -36,6 +36,7 @@ struct Options {
   std::string json_path;
   std::string csv_path;
   bool direct = false;         // collbench: also time the raw library (Gloo, or NCCL with -g cuda)
+  bool reference = false;      // also time memcpy and f32 reduce-into at each size (runner.h)
   std::string device = "cpu";  // collbench -g: where the buffers live (cpu or cuda)
   int corrupt_rank = -1;       // test hook: this rank corrupts its input before each check
 };

@@ -116,6 +116,12 @@ void Reporter::header() const {
         "+time = time procgroup - time {}\n",
         what, info_.direct_name, info_.direct_name);
   }
+  if (o.reference) {
+    out +=
+        "# reference: this machine's memory at each size, every rank at once, timed and "
+        "aggregated as the operations: memcpy and f32 reduce-into (dst[i] += src[i]) of size "
+        "bytes, GB/s of size\n";
+  }
   for (const RankPlace& r : ranks_) {
     out += fmt::format("#  Rank {:2d} Group  0 Pid {:6d} on {:>10} device {}\n", r.rank, r.pid,
                        r.host, r.device);
@@ -140,6 +146,11 @@ void Reporter::header() const {
     units +=
         fmt::format("  {:>8}  {:>7}  {:>6}  {:>7}  {:>8}", "(us)", "(GB/s)", "", "pg/raw", "(us)");
   }
+  if (o.reference) {
+    groups += fmt::format("  {:^17}", "reference");
+    names += fmt::format("  {:>7}  {:>7}", "memcpy", "reduce");
+    units += fmt::format("  {:>7}  {:>7}", "(GB/s)", "(GB/s)");
+  }
   out += groups + "\n" + names + "\n" + units + "\n";
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
@@ -155,6 +166,9 @@ void Reporter::row(const Row& r) {
   if (r.direct) {
     line += fmt::format("  {}  {:7.2f}  {:>6}  {:7.3f}  {:8.2f}", format_time(r.direct->time_us),
                         r.direct->busbw, format_wrong(r.direct->wrong), ratio(r), added_us(r));
+  }
+  if (r.reference) {
+    line += fmt::format("  {:7.2f}  {:7.2f}", r.reference->memcpy_gbps, r.reference->reduce_gbps);
   }
   std::puts(line.c_str());
   std::fflush(stdout);
@@ -222,6 +236,10 @@ nlohmann::json Reporter::to_json() const {
       j["ratio_busbw"] = ratio(r);
       j["added_us"] = added_us(r);
     }
+    if (r.reference) {
+      j["reference"] = {{"memcpy_gbps", r.reference->memcpy_gbps},
+                        {"reduce_f32_gbps", r.reference->reduce_gbps}};
+    }
     rows.push_back(std::move(j));
   }
   nlohmann::json ranks = nlohmann::json::array();
@@ -247,6 +265,7 @@ nlohmann::json Reporter::to_json() const {
           {"warmup_iters", o.warmup},
           {"check", o.check},
           {"blocking", o.blocking},
+          {"reference", o.reference},
           {"time_aggregate", static_cast<int>(o.aggregate)},
           {"rows", std::move(rows)},
           {"wrong_total", total_wrong()}};
@@ -257,14 +276,18 @@ std::string Reporter::to_csv() const {
       "tool,backend,world_size,op,size_bytes,count,dtype,redop,root,"
       "oop_time_us,oop_algbw_gbps,oop_busbw_gbps,oop_wrong,"
       "ip_time_us,ip_algbw_gbps,ip_busbw_gbps,ip_wrong,"
-      "direct_time_us,direct_busbw_gbps,direct_wrong,ratio_busbw,added_us\n";
+      "direct_time_us,direct_busbw_gbps,direct_wrong,ratio_busbw,added_us,"
+      "memcpy_gbps,reduce_f32_gbps\n";
   for (const Row& r : rows_) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},", info_.tool, info_.backend, info_.world_size,
                        coll_name(r.op), r.bytes, r.count, dtype_name(r.dtype),
                        r.redop ? redop_name(*r.redop) : "none", r.root);
     out += csv_cells(r.out_of_place, true) + "," + csv_cells(r.in_place, true) + ",";
     out += csv_cells(r.direct, false) + ",";
-    out += r.direct ? fmt::format("{:.4f},{:.3f}", ratio(r), added_us(r)) : ",";
+    out += r.direct ? fmt::format("{:.4f},{:.3f},", ratio(r), added_us(r)) : ",,";
+    out += r.reference
+               ? fmt::format("{:.6f},{:.6f}", r.reference->memcpy_gbps, r.reference->reduce_gbps)
+               : ",";
     out += "\n";
   }
   return out;

@@ -27,6 +27,12 @@ struct Measurement {
   int64_t wrong = -1;  // elements wrong, summed over ranks; -1: not checked
 };
 
+// --reference: this machine's memory at the row's size, every rank at once (runner.h).
+struct Reference {
+  double memcpy_gbps = 0;  // size bytes copied per second (10^9)
+  double reduce_gbps = 0;  // size bytes of f32 reduced into (dst[i] += src[i]) per second
+};
+
 struct Row {
   Coll op;
   Dtype dtype;
@@ -37,6 +43,7 @@ struct Row {
   Measurement out_of_place;
   std::optional<Measurement> in_place;  // absent for sendrecv
   std::optional<Measurement> direct;    // --direct: the raw library, out of place
+  std::optional<Reference> reference;   // --reference
 };
 
 struct RunInfo {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "data.h"
+#include "host_math.h"
 
 namespace procgroup::bench {
 namespace {
@@ -123,11 +124,12 @@ class Sweep {
     if (o_.check) fill_expected(spec, layout, expected_.get());
     Row row{o_.op,        dtype,        std::nullopt, rooted(o_.op) ? o_.root : -1,
             layout.bytes, layout.count, {},           std::nullopt,
-            std::nullopt};
+            std::nullopt, std::nullopt};
     if (reduces(o_.op)) row.redop = redop;
     row.out_of_place = measure(engine_, spec, layout, false);
     if (has_in_place(o_.op)) row.in_place = measure(engine_, spec, layout, true);
     if (direct_ != nullptr) row.direct = measure(*direct_, spec, layout, false);
+    if (o_.reference) row.reference = reference(layout.bytes);
     reporter_.row(row);
   }
 
@@ -208,6 +210,40 @@ class Sweep {
     return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }
 
+  // GB/s of bytes through kernel, every rank at once: -w warmups, a barrier, then enough
+  // runs (at least -n, and kReferenceBytes in all, the same count on every rank) to time,
+  // aggregated over ranks as the operations' times are.
+  template <typename Kernel>
+  double bandwidth(uint64_t bytes, const Kernel& kernel) {
+    constexpr uint64_t kReferenceBytes = uint64_t{64} << 20;
+    const uint64_t runs =
+        std::max<uint64_t>(static_cast<uint64_t>(o_.iters), kReferenceBytes / bytes);
+    for (int i = 0; i < o_.warmup; ++i) kernel();
+    comm_.barrier();
+    const auto start = Clock::now();
+    for (uint64_t i = 0; i < runs; ++i) kernel();
+    const auto elapsed = std::chrono::duration<double, std::micro>(Clock::now() - start);
+    const double us = aggregate(elapsed.count() / static_cast<double>(runs));
+    return us > 0 ? static_cast<double>(bytes) / us / 1e3 : 0.0;
+  }
+
+  // --reference: memcpy and f32 reduce-into of bytes between the host buffers (zeroed first,
+  // so that no denormal slows the additions; they are refilled before every measurement).
+  Reference reference(uint64_t bytes) {
+    std::byte* src = send_.get();
+    std::byte* dst = recv_.get();
+    std::memset(src, 0, bytes);
+    std::memset(dst, 0, bytes);
+    Reference r;
+    r.memcpy_gbps = bandwidth(bytes, [&] { std::memcpy(dst, src, bytes); });
+    const uint64_t floats = bytes / sizeof(float);
+    if (floats > 0) {
+      r.reduce_gbps = bandwidth(floats * sizeof(float),
+                                [&] { reduce_into(Dtype::kF32, RedOp::kSum, dst, src, floats); });
+    }
+    return r;
+  }
+
   Measurement measure(Engine& engine, const DataSpec& spec, const Layout& layout, bool in_place) {
     const OpCall host = make_call(engine, spec, layout, in_place);
     const OpCall call = on_device(host);
@@ -226,7 +262,7 @@ class Sweep {
       fill_buffers(spec, host);
       if (o_.corrupt_rank == spec.rank) corrupt_first_element(spec.dtype, host.input);
       upload(host, es);
-      engine.run(call, 1, true);
+      engine.run(call, 1, o_.blocking);  // the path timed: -z 0 issues, then waits
       download_output(host, call, es);
       const uint64_t local =
           output_checked(spec) ? count_wrong(spec, expected_.get(), host.output, layout.recv_count)

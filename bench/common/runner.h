@@ -8,9 +8,12 @@
 //
 // Per size, and for out-of-place then in-place: fill the inputs, run -w warmup iterations,
 // barrier, time -n iterations, aggregate the per-rank mean over ranks (-a); then with -c 1
-// refill the inputs, poison the outputs, run once more and count wrong elements on every
-// rank (summed over ranks). As nccl-tests does, except that nccl-tests warms up only at the
-// first and last size and averages over ranks by default.
+// refill the inputs, poison the outputs, run once more in the mode timed (-z) and count
+// wrong elements on every rank (summed over ranks). As nccl-tests does, except that
+// nccl-tests warms up only at the first and last size and averages over ranks by default.
+// With --reference, each row also gets this machine's memory bandwidth at its size: memcpy
+// and an f32 reduce-into (dst[i] += src[i], host_math's kernel) of size bytes on the host,
+// every rank at once, timed and aggregated like the operations.
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,10 @@
 // collectives, to compare procgroup with MPI on the same machine:
 //
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/mpi_collbench allreduce
-//          -b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum -c 1 [--json F] [--csv F]
+//          -b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum -c 1 -z 1 [--reference] [--json F]
+//
+// -z 1 times the blocking MPI functions, -z 0 the nonblocking ones, all issued then waited
+// for (mpi_engine.h), as collbench's -z does.
 #include <cstdio>
 #include <exception>
 
@@ -11,7 +14,13 @@
 #include "runner.h"
 
 int main(int argc, char** argv) {
-  using namespace procgroup::bench;
+  using procgroup::bench::MpiCommunicator;
+  using procgroup::bench::MpiEngine;
+  using procgroup::bench::MpiSession;
+  using procgroup::bench::parse_options;
+  using procgroup::bench::ParsedOptions;
+  using procgroup::bench::run_benchmark;
+  using procgroup::bench::RunInfo;
   constexpr const char* kDescription =
       "mpi_collbench: time one MPI collective over a range of sizes, with collbench's options "
       "and output. Launch under mpirun.";
@@ -25,7 +34,6 @@ int main(int argc, char** argv) {
       MpiEngine engine;
       RunInfo info{"mpi_collbench", "mpi",         MpiSession::library_version(), "",
                    comm.size(),     parsed.options};
-      info.options.blocking = true;  // MpiEngine always calls the blocking functions
       status = run_benchmark(info, comm, engine, nullptr);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mpi_collbench: %s\n", e.what());

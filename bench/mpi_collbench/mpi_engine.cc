@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "host_math.h"
 
@@ -146,68 +147,128 @@ uint64_t MpiEngine::in_place_output_offset(const OpCall& call, int rank) const {
   return Engine::in_place_output_offset(call, rank);
 }
 
-void MpiEngine::run(const OpCall& call, int iters, bool /*blocking: always*/) {
+void MpiEngine::run(const OpCall& call, int iters, bool blocking) {
   if (call.layout.count > static_cast<uint64_t>(INT_MAX)) {
     throw std::invalid_argument("MPI counts are int: " + std::to_string(call.layout.count) +
                                 " elements is too many");
   }
   const MPI_Datatype type = type_of(call.dtype);
   const MPI_Op op = op_of(call.dtype, call.redop);
-  for (int i = 0; i < iters; ++i) run_once(call, type, op, static_cast<int>(call.layout.count));
+  const int count = static_cast<int>(call.layout.count);
+  if (blocking) {
+    for (int i = 0; i < iters; ++i) {
+      start(call, type, op, count, nullptr);
+      finish(call);
+    }
+    return;
+  }
+  requests_.clear();
+  requests_.reserve(2 * static_cast<size_t>(iters));  // sendrecv: two per iteration
+  for (int i = 0; i < iters; ++i) start(call, type, op, count, &requests_);
+  check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+  for (int i = 0; i < iters; ++i) finish(call);
 }
 
-void MpiEngine::run_once(const OpCall& c, MPI_Datatype type, MPI_Op op, int count) {
+// avg: MPI has none, so a sum followed by a local division, as procgroup's core emulates it.
+void MpiEngine::finish(const OpCall& c) const {
+  if (c.redop != RedOp::kAvg) return;
+  const bool reduced_here = c.op == Coll::kAllreduce || c.op == Coll::kReduceScatter ||
+                            (c.op == Coll::kReduce && rank_ == c.root);
+  if (reduced_here) scale_down(c.dtype, c.output, c.layout.count, size_);
+}
+
+void MpiEngine::start(const OpCall& c, MPI_Datatype type, MPI_Op op, int count,
+                      std::vector<MPI_Request>* requests) {
   const MPI_Comm world = MPI_COMM_WORLD;
   const bool root = rank_ == c.root;
-  const bool avg = c.redop == RedOp::kAvg;
+  // The blocking call, or the nonblocking one with its request appended.
+  const auto call = [requests](const char* name, const auto& blocking, const auto& nonblocking) {
+    if (requests == nullptr) return check(blocking(), name);
+    check(nonblocking(&requests->emplace_back(MPI_REQUEST_NULL)), name);
+  };
   switch (c.op) {
-    case Coll::kAllreduce:
-      check(MPI_Allreduce(in_place_or(c.in_place, c.input), c.output, count, type, op, world),
-            "MPI_Allreduce");
-      if (avg) scale_down(c.dtype, c.output, c.layout.count, size_);
-      return;
-    case Coll::kReduceScatter:
-      check(MPI_Reduce_scatter_block(in_place_or(c.in_place, c.input), c.output, count, type, op,
-                                     world),
-            "MPI_Reduce_scatter_block");
-      if (avg) scale_down(c.dtype, c.output, c.layout.count, size_);
-      return;
-    case Coll::kReduce:
-      check(MPI_Reduce(in_place_or(c.in_place && root, c.input), c.output, count, type, op, c.root,
-                       world),
-            "MPI_Reduce");
-      if (avg && root) scale_down(c.dtype, c.output, c.layout.count, size_);
-      return;
+    case Coll::kAllreduce: {
+      void* in = in_place_or(c.in_place, c.input);
+      return call(
+          "MPI_Allreduce", [&] { return MPI_Allreduce(in, c.output, count, type, op, world); },
+          [&](MPI_Request* r) { return MPI_Iallreduce(in, c.output, count, type, op, world, r); });
+    }
+    case Coll::kReduceScatter: {
+      void* in = in_place_or(c.in_place, c.input);
+      return call(
+          "MPI_Reduce_scatter_block",
+          [&] { return MPI_Reduce_scatter_block(in, c.output, count, type, op, world); },
+          [&](MPI_Request* r) {
+            return MPI_Ireduce_scatter_block(in, c.output, count, type, op, world, r);
+          });
+    }
+    case Coll::kReduce: {
+      void* in = in_place_or(c.in_place && root, c.input);
+      return call(
+          "MPI_Reduce", [&] { return MPI_Reduce(in, c.output, count, type, op, c.root, world); },
+          [&](MPI_Request* r) {
+            return MPI_Ireduce(in, c.output, count, type, op, c.root, world, r);
+          });
+    }
     case Coll::kBroadcast:
       // MPI_Bcast has one buffer: out of place, the root copies its input first (as Gloo does).
       if (root && !c.in_place) std::memcpy(c.output, c.input, c.layout.count * dtype_size(c.dtype));
-      check(MPI_Bcast(c.output, count, type, c.root, world), "MPI_Bcast");
-      return;
-    case Coll::kAllgather:
-      check(MPI_Allgather(in_place_or(c.in_place, c.input), count, type, c.output, count, type,
-                          world),
-            "MPI_Allgather");
-      return;
-    case Coll::kGather:
-      check(MPI_Gather(in_place_or(c.in_place && root, c.input), count, type, c.output, count, type,
-                       c.root, world),
-            "MPI_Gather");
-      return;
-    case Coll::kScatter:
-      check(MPI_Scatter(c.input, count, type, in_place_or(c.in_place && root, c.output), count,
-                        type, c.root, world),
-            "MPI_Scatter");
-      return;
-    case Coll::kAlltoall:
+      return call(
+          "MPI_Bcast", [&] { return MPI_Bcast(c.output, count, type, c.root, world); },
+          [&](MPI_Request* r) { return MPI_Ibcast(c.output, count, type, c.root, world, r); });
+    case Coll::kAllgather: {
+      void* in = in_place_or(c.in_place, c.input);
+      return call(
+          "MPI_Allgather",
+          [&] { return MPI_Allgather(in, count, type, c.output, count, type, world); },
+          [&](MPI_Request* r) {
+            return MPI_Iallgather(in, count, type, c.output, count, type, world, r);
+          });
+    }
+    case Coll::kGather: {
+      void* in = in_place_or(c.in_place && root, c.input);
+      return call(
+          "MPI_Gather",
+          [&] { return MPI_Gather(in, count, type, c.output, count, type, c.root, world); },
+          [&](MPI_Request* r) {
+            return MPI_Igather(in, count, type, c.output, count, type, c.root, world, r);
+          });
+    }
+    case Coll::kScatter: {
+      void* out = in_place_or(c.in_place && root, c.output);
+      return call(
+          "MPI_Scatter",
+          [&] { return MPI_Scatter(c.input, count, type, out, count, type, c.root, world); },
+          [&](MPI_Request* r) {
+            return MPI_Iscatter(c.input, count, type, out, count, type, c.root, world, r);
+          });
+    }
+    case Coll::kAlltoall: {
+      void* in = in_place_or(c.in_place, c.input);
+      return call(
+          "MPI_Alltoall",
+          [&] { return MPI_Alltoall(in, count, type, c.output, count, type, world); },
+          [&](MPI_Request* r) {
+            return MPI_Ialltoall(in, count, type, c.output, count, type, world, r);
+          });
+    }
+    case Coll::kSendrecv: {
+      const int to = (rank_ + 1) % size_;
+      const int from = (rank_ + size_ - 1) % size_;
+      if (requests == nullptr) {
+        return check(MPI_Sendrecv(c.input, count, type, to, 0, c.output, count, type, from, 0,
+                                  world, MPI_STATUS_IGNORE),
+                     "MPI_Sendrecv");
+      }
+      check(MPI_Irecv(c.output, count, type, from, 0, world,
+                      &requests->emplace_back(MPI_REQUEST_NULL)),
+            "MPI_Irecv");
       check(
-          MPI_Alltoall(in_place_or(c.in_place, c.input), count, type, c.output, count, type, world),
-          "MPI_Alltoall");
+          MPI_Isend(c.input, count, type, to, 0, world, &requests->emplace_back(MPI_REQUEST_NULL)),
+          "MPI_Isend");
       return;
-    case Coll::kSendrecv:
-      check(MPI_Sendrecv(c.input, count, type, (rank_ + 1) % size_, 0, c.output, count, type,
-                         (rank_ + size_ - 1) % size_, 0, world, MPI_STATUS_IGNORE),
-            "MPI_Sendrecv");
-      return;
+    }
   }
 }
 

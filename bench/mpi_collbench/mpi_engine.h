@@ -4,9 +4,14 @@
 //
 // MPI lacks f16, bf16 and avg: the 16-bit types travel as 2-byte contiguous types with
 // user-defined reduce ops (through float, rounding to nearest even), and avg is a sum
-// followed by a local division, as procgroup's core emulates it. Calls are always the
-// blocking ones: several outstanding nonblocking collectives on one buffer are erroneous
-// in MPI, so -z has no effect here.
+// followed by a local division, as procgroup's core emulates it.
+//
+// -z 1 calls the blocking functions, one after another. -z 0 issues the nonblocking ones
+// (MPI_Iallreduce, MPI_Iallgather, ..., MPI_Isend and MPI_Irecv for sendrecv) for all
+// iterations, then MPI_Waitall, as collbench -z 0 issues all its works before waiting. The
+// outstanding operations of a timed loop share one output buffer, which MPI calls
+// erroneous (their order of writing is not defined; every one writes the same values out of
+// place): the timing is still of the same work, and the checked run is a single operation.
 //
 //   MpiSession session(&argc, &argv);    // MPI_Init ... MPI_Finalize
 //   MpiCommunicator comm;
@@ -18,6 +23,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "runner.h"
 
@@ -61,7 +67,12 @@ class MpiEngine : public Engine {
   uint64_t in_place_output_offset(const OpCall& call, int rank) const override;
 
  private:
-  void run_once(const OpCall& call, MPI_Datatype type, MPI_Op op, int count);
+  // Issues one operation: the blocking call when requests is null, else the nonblocking
+  // one, its request(s) appended.
+  void start(const OpCall& call, MPI_Datatype type, MPI_Op op, int count,
+             std::vector<MPI_Request>* requests);
+  // What follows a completed operation (avg's division).
+  void finish(const OpCall& call) const;
   MPI_Datatype type_of(Dtype dtype) const;
   MPI_Op op_of(Dtype dtype, RedOp op) const;
 
@@ -71,6 +82,7 @@ class MpiEngine : public Engine {
   MPI_Datatype bf16_ = MPI_DATATYPE_NULL;
   std::array<MPI_Op, 4> half_ops_{};  // sum, prod, min, max through float
   std::array<MPI_Op, 4> bf16_ops_{};
+  std::vector<MPI_Request> requests_;  // -z 0: the outstanding operations of one run()
 };
 
 }  // namespace procgroup::bench

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Allreduce bus bandwidth against message size for every procgroup backend that runs across
 # processes (gloo; ucx when its plugin is built), raw Gloo (collbench --direct) and Open MPI
-# (mpi_collbench), as CSV/JSON files and one log-log PNG drawn with gnuplot (gnuplot-nox),
-# with one thread's memcpy bandwidth at each size as the reference line.
+# (mpi_collbench), all in the same mode, as CSV/JSON files and one log-log PNG drawn with
+# gnuplot (gnuplot-nox), with this machine's memcpy and f32 reduce-into bandwidth at each size
+# (collbench --reference, in the first run) as the reference lines.
 #
 #   sweep_plot.sh [-o DIR] [-n RANKS] [--no-mpi] [--no-direct] [--memcpy GBPS] [-- ARGS...]
 #
-# ARGS replace the default collbench options (-b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum -c 1)
-# for every run. --memcpy draws a fixed reference line instead of measuring memcpy (python3).
-# BUILD_DIR is the build tree or install prefix (default: the prefix this script is installed
-# in, <prefix>/share/procgroup/bench, else build); MPI_ARGS adds mpirun options (e.g. "--mca
-# btl self,tcp" to make MPI use TCP, as gloo does). Writes DIR/allreduce_<name>.csv, .json,
-# .txt (the table), DIR/memcpy.csv and DIR/allreduce_busbw.png; DIR defaults to
-# BUILD_DIR/bench-results.
+# ARGS replace the default options of every run (-b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum
+# -c 1 -z 1: blocking; -z 0 pipelines procgroup and MPI alike); the title says the mode.
+# --memcpy draws a fixed memcpy line instead of measuring. BUILD_DIR is the build tree or
+# install prefix (default: the prefix this script is installed in,
+# <prefix>/share/procgroup/bench, else build); MPI_ARGS adds mpirun options (e.g. "--mca btl
+# self,tcp" to make MPI use TCP, as gloo does). Writes DIR/allreduce_<name>.csv, .json, .txt
+# (the table), DIR/memcpy.csv (and reduce.csv when measured) and DIR/allreduce_busbw.png;
+# DIR defaults to BUILD_DIR/bench-results.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,7 +27,7 @@ memcpy_gbps=""
 ranks=2
 with_mpi=1
 with_direct=1
-args=(-b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum -c 1)
+args=(-b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum -c 1 -z 1)
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "${1:-0}"; }
 
@@ -53,11 +55,14 @@ done
 command -v gnuplot >/dev/null || { echo "sweep_plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
 
 # Plot lines: "file|column|title", busbw out of place (column 12) or raw Gloo's (column 19).
+# The first run also measures the memory reference (--reference: columns 23 and 24).
 lines=()
+reference_csv=""
 for backend in gloo ucx; do
   [[ -n $plugins && -f $plugins/libprocgroup-$backend.so ]] || continue
   extra=()
   [[ $backend == gloo && $with_direct == 1 ]] && extra=(--direct)
+  [[ -z $memcpy_gbps && -z $reference_csv ]] && extra+=(--reference)
   base=$out_dir/allreduce_$backend
   echo "== procgroup $backend: $ranks ranks" >&2
   if ! PROCGROUP_BACKEND=$backend "$bin/pgrun" --no-prefix --nproc-per-node "$ranks" \
@@ -69,7 +74,8 @@ for backend in gloo ucx; do
   fi
   cat "$base.txt"
   lines+=("$base.csv|12|procgroup $backend")
-  [[ ${#extra[@]} -gt 0 ]] && lines+=("$base.csv|19|raw Gloo (--direct)")
+  [[ " ${extra[*]} " == *" --direct "* ]] && lines+=("$base.csv|19|raw Gloo (--direct)")
+  [[ " ${extra[*]} " == *" --reference "* ]] && reference_csv=$base.csv
 done
 [[ ${#lines[@]} -gt 0 ]] || { echo "sweep_plot.sh: no multi-process backend in $plugins" >&2; exit 1; }
 
@@ -91,32 +97,25 @@ if [[ $with_mpi == 1 ]]; then
   fi
 fi
 
-# The reference: one thread copying a buffer of each size >= 4 KiB (best of 5), the most a
-# transport that moves every byte through memory once could give on one host.
+# The reference: this machine's memcpy and f32 reduce-into (dst[i] += src[i]) at each size,
+# every rank at once (collbench --reference), or a fixed --memcpy GBPS.
 memcpy_csv=$out_dir/memcpy.csv
+reduce_csv=$out_dir/reduce.csv
 sizes=$(awk -F, 'FNR > 1 { print $5 }' "${lines[0]%%|*}" | sort -nu | tr '\n' ' ')
 if [[ -n $memcpy_gbps ]]; then
   awk -v g="$memcpy_gbps" 'BEGIN { print "size,gbps" } { for (i = 1; i <= NF; ++i) print $i "," g }' \
     <<<"$sizes" >"$memcpy_csv"
-elif command -v python3 >/dev/null; then
-  python3 - "$sizes" >"$memcpy_csv" <<'PY'
-import sys, time
-print("size,gbps")
-for size in (int(s) for s in sys.argv[1].split() if int(s) >= 4096):
-    src, dst = bytearray(size), bytearray(size)
-    view, reps, best = memoryview(dst), max(1, (64 << 20) // size), 0.0
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(reps):
-            view[:] = src
-        best = max(best, size * reps / (time.perf_counter() - t) / 1e9)
-    print(f"{size},{best:.3f}")
-PY
-else
-  echo "sweep_plot.sh: no memcpy line (python3 missing; give --memcpy GBPS)" >&2
-  : >"$memcpy_csv"
+  lines+=("$memcpy_csv|2|memcpy (given)")
+elif [[ -n $reference_csv ]]; then
+  awk -F, 'BEGIN { print "size,gbps" } FNR > 1 && $23 != "" { print $5 "," $23 }' \
+    "$reference_csv" >"$memcpy_csv"
+  awk -F, 'BEGIN { print "size,gbps" } FNR > 1 && $24 != "" { print $5 "," $24 }' \
+    "$reference_csv" >"$reduce_csv"
+  lines+=("$memcpy_csv|2|memcpy, every rank at once" "$reduce_csv|2|f32 reduce-into, every rank at once")
 fi
-[[ -s $memcpy_csv ]] && lines+=("$memcpy_csv|2|memcpy, one thread${memcpy_gbps:+ (given)}")
+first=${lines[0]%%|*}
+mode=$(grep -q '"blocking": true' "${first%.csv}.json" && echo "blocking (-z 1)" ||
+  echo "pipelined (-z 0)")
 
 # Size ticks every factor of 8 (or more), labelled 8 B, 64 B, 512 B, 4 KiB, ...
 xtics=$(awk -v sizes="$sizes" 'BEGIN {
@@ -131,8 +130,8 @@ png=$out_dir/allreduce_busbw.png
 plot=""
 for line in "${lines[@]}"; do
   IFS='|' read -r file column title <<<"$line"
-  if [[ $file == "$memcpy_csv" ]]; then
-    style="with lines lw 2 dt 2 lc 'black'"
+  if [[ $file == "$memcpy_csv" || $file == "$reduce_csv" ]]; then
+    style="with lines lw 2 dt $([[ $file == "$memcpy_csv" ]] && echo 2 || echo 3) lc 'black'"
     using=1
   else
     style="with linespoints lw 2"
@@ -150,7 +149,7 @@ set xtics ($xtics)
 set format y '%g'
 set xlabel 'message size per rank'
 set ylabel 'bus bandwidth (GB/s, 10^9 bytes/s, log scale)'
-set title 'allreduce, $ranks ranks, out of place: busbw = size / time x 2(n-1)/n'
+set title 'allreduce, $ranks ranks, out of place, $mode on every side: busbw = size / time x 2(n-1)/n'
 set key top left
 set grid
 plot $plot

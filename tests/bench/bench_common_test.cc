@@ -210,6 +210,7 @@ TEST(HostMath, ReduceAndScale) {
 ParsedOptions parse(std::vector<std::string> args) {
   args.insert(args.begin(), "collbench");
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (std::string& a : args) argv.push_back(a.data());
   return parse_options(static_cast<int>(argv.size()), argv.data(), {"collbench", "test", true});
 }
@@ -256,19 +257,25 @@ TEST(Report, CsvAndJsonOfOneRow) {
   Options o;
   o.op = Coll::kAllreduce;
   Reporter rep(RunInfo{"collbench", "gloo", "", "gloo", 2, o}, /*prints=*/false);
-  Row row{Coll::kAllreduce, Dtype::kF32, RedOp::kSum, -1, 1024, 256, {},
-          std::nullopt,     std::nullopt};
+  Row row{Coll::kAllreduce, Dtype::kF32,  RedOp::kSum, -1, 1024, 256, {},
+          std::nullopt,     std::nullopt, std::nullopt};
   row.out_of_place = {10.0, 0.1024, 0.1024, 0};
   row.in_place = Measurement{20.0, 0.0512, 0.0512, 3};
   row.direct = Measurement{8.0, 0.128, 0.128, 0};
+  row.reference = Reference{12.5, 6.25};
   rep.row(row);
   EXPECT_EQ(rep.total_wrong(), 3);
   const std::string csv = rep.to_csv();
+  EXPECT_NE(csv.find(",ratio_busbw,added_us,memcpy_gbps,reduce_f32_gbps\n"), std::string::npos)
+      << csv;
   EXPECT_NE(csv.find("\ncollbench,gloo,2,allreduce,1024,256,f32,sum,-1,10.000,0.102400,0.102400,0,"
-                     "20.000,0.051200,0.051200,3,8.000,0.128000,0,0.8000,2.000\n"),
+                     "20.000,0.051200,0.051200,3,8.000,0.128000,0,0.8000,2.000,12.500000,"
+                     "6.250000\n"),
             std::string::npos)
       << csv;
   const nlohmann::json j = rep.to_json();
+  EXPECT_DOUBLE_EQ(j["rows"][0]["reference"]["memcpy_gbps"].get<double>(), 12.5);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["reference"]["reduce_f32_gbps"].get<double>(), 6.25);
   EXPECT_EQ(j["rows"][0]["in_place"]["wrong"], 3);
   EXPECT_DOUBLE_EQ(j["rows"][0]["ratio_busbw"].get<double>(), 0.8);
   EXPECT_DOUBLE_EQ(j["rows"][0]["added_us"].get<double>(), 2.0);  // 10 us through procgroup, 8 raw
@@ -283,8 +290,8 @@ TEST(Report, CsvAndJsonOfOneRow) {
 TEST(Report, RatioIsDefinedOnOneRank) {
   Options o;
   Reporter rep(RunInfo{"collbench", "nccl", "", "nccl", 1, o}, /*prints=*/false);
-  Row row{Coll::kAllreduce, Dtype::kF32, RedOp::kSum, -1, 1024, 256, {},
-          std::nullopt,     std::nullopt};
+  Row row{Coll::kAllreduce, Dtype::kF32,  RedOp::kSum, -1, 1024, 256, {},
+          std::nullopt,     std::nullopt, std::nullopt};
   row.out_of_place = {10.0, 0.1024, 0.0, 0};
   row.direct = Measurement{8.0, 0.128, 0.0, 0};
   rep.row(row);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // No launcher's variables, so collbench must make its own group of one.
-const std::vector<std::string> kAlone = {
+constexpr std::array kAlone = {
     "RANK=", "WORLD_SIZE=", "OMPI_COMM_WORLD_RANK=", "SLURM_PROCID=", "PROCGROUP_TIMEOUT=30"};
 
 struct AloneRun {
@@ -34,7 +35,7 @@ AloneRun run_alone(std::vector<std::string> args, const std::string& backend = "
   std::vector<std::string> argv{COLLBENCH_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--json", json_path});
-  std::vector<std::string> env = kAlone;
+  std::vector<std::string> env(kAlone.begin(), kAlone.end());
   env.push_back("PROCGROUP_BACKEND=" + backend);
   AloneRun r{run(argv, 60, env), nullptr};
   const std::string text = read_file(json_path);
@@ -173,6 +174,20 @@ TEST_F(InstalledScripts, CompareMpiLooksForItsToolsInThePrefix) {
   EXPECT_NE(r.err.find(fs::canonical(prefix_.path()).string() + "/bin/mpi_collbench not built"),
             std::string::npos)
       << r.err;
+}
+
+// Both sides run in --mode's mode: a -z or --blocking among the tools' options is refused
+// before anything runs, and so is a mode that is neither blocking nor pipelined.
+TEST_F(InstalledScripts, CompareMpiRefusesMixedModes) {
+  const std::string script = "'" + (scripts() / "compare_mpi.sh").string() + "'";
+  for (const char* args : {"gloo -- -b 8 -e 64 -z 0", "gloo --mode pipelined -- -z1",
+                           "gloo allreduce -- --blocking 1", "gloo --mode fast"}) {
+    const ProcessResult r =
+        run({"/bin/sh", "-c", "cd '" + work_.str() + "' && BUILD_DIR= " + script + " " + args}, 30);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("mode"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("not built"), std::string::npos) << args << "\n" << r.err;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // mpi_collbench under mpirun: every collective checked element by element (every dtype and
-// reduce op for the reducing ones), the corruption hook, and the shared output format.
+// reduce op for the reducing ones), blocking (-z 1) and through the nonblocking functions
+// (-z 0), the corruption hook, --reference, and the shared output format.
 // Skips, saying why, when MPI was not built or mpirun is not installed.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -64,6 +65,53 @@ INSTANTIATE_TEST_SUITE_P(
              "ranks";
     });
 
+// -z 0: MPI_Iallreduce and friends, every iteration issued, then MPI_Waitall; the checked
+// run goes through the same nonblocking call.
+class MpiCollbenchPipelined : public NeedsMpi<::testing::TestWithParam<std::string>> {};
+
+TEST_P(MpiCollbenchPipelined, EveryElementIsRight) {
+  const std::string& op = GetParam();
+  const bool reducing = op == "allreduce" || op == "reduce" || op == "reduce_scatter";
+  BenchRun run = run_mpi_collbench(
+      2, {op, "-b", "8", "-e", "64K", "-f", "8", "-n", "4", "-w", "1", "-z", "0", "-d",
+          "f32,bf16,i64", "-o", reducing ? "sum,avg,max" : "sum", "-r", "1"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  ASSERT_TRUE(run.json.is_object()) << run.result.out;
+  EXPECT_EQ(run.json["blocking"], false);
+  EXPECT_NE(run.result.out.find("all iterations issued, then waited for (-z 0)"), std::string::npos)
+      << run.result.out;
+  EXPECT_FALSE(run.json["rows"].empty()) << run.result.out;
+  EXPECT_EQ(run.json["wrong_total"], 0) << run.result.out;
+  for (const auto& row : run.json["rows"]) EXPECT_EQ(wrong_in_row(row), 0) << row;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, MpiCollbenchPipelined,
+                         ::testing::Values("allreduce", "allgather", "reduce_scatter", "broadcast",
+                                           "reduce", "alltoall", "gather", "scatter", "sendrecv"),
+                         [](const auto& param_info) { return param_info.param; });
+
+// --reference: memcpy and reduce-into bandwidth beside every row, in the table and the files.
+TEST_F(MpiCollbench, ReferenceColumns) {
+  BenchRun run = run_mpi_collbench(
+      2, {"allreduce", "-b", "8", "-e", "64K", "-f", "64", "-n", "2", "-w", "1", "--reference"},
+      /*want_csv=*/true);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  EXPECT_NE(run.result.out.find("# reference: this machine's memory"), std::string::npos)
+      << run.result.out;
+  EXPECT_EQ(run.json["reference"], true);
+  ASSERT_EQ(run.json["rows"].size(), 3u) << run.result.out;
+  for (const auto& row : run.json["rows"]) {
+    EXPECT_GT(row["reference"]["memcpy_gbps"].get<double>(), 0.0) << row;
+    EXPECT_GT(row["reference"]["reduce_f32_gbps"].get<double>(), 0.0) << row;
+  }
+  const auto lines = parse_csv(run.csv);
+  ASSERT_EQ(lines.size(), 4u) << run.csv;
+  ASSERT_EQ(lines[0].size(), 24u);
+  EXPECT_EQ(lines[0][22], "memcpy_gbps");
+  EXPECT_EQ(lines[0][23], "reduce_f32_gbps");
+  EXPECT_FALSE(lines[1][22].empty()) << run.csv;
+}
+
 TEST_F(MpiCollbench, CorruptedInputIsCountedAndFailsTheRun) {
   BenchRun run = run_mpi_collbench(
       2, {"allreduce", "-b", "64", "-e", "1K", "-f", "4", "-n", "1", "--corrupt-rank", "0"},
@@ -73,10 +121,11 @@ TEST_F(MpiCollbench, CorruptedInputIsCountedAndFailsTheRun) {
   EXPECT_EQ(run.json["wrong_total"], 3 * 2 * 2);
   const auto lines = parse_csv(run.csv);
   ASSERT_EQ(lines.size(), 4u) << run.csv;
-  EXPECT_EQ(lines[0].size(), 22u);
+  EXPECT_EQ(lines[0].size(), 24u);
   EXPECT_EQ(lines[1][0], "mpi_collbench");
   EXPECT_EQ(lines[1][12], "2");  // oop_wrong
   EXPECT_EQ(lines[1][17], "");   // no direct columns for MPI
+  EXPECT_EQ(lines[1][22], "");   // nor reference ones without --reference
 }
 
 }  // namespace
