@@ -17,7 +17,8 @@ MAX_JOBS=16 timeout 150 python3 - "$root" "$PG_BUILD" "$py" <<'PY' 2>&1 | tail -
 import glob, shutil, sys, torch.utils.cpp_extension as ce
 root, build, py = sys.argv[1:]
 srcs = [f"{root}/integrations/torch/src/{f}" for f in
-        ["module.cc", "process_group.cc", "tensors.cc", "torch_store.cc", "work.cc"]]
+        ["coalescing.cc", "module.cc", "process_group.cc", "tensors.cc", "torch_store.cc",
+         "work.cc"]]
 ce.load(name="_C", sources=srcs, extra_include_paths=[f"{root}/api/include"],
         extra_cflags=["-O2", "-Wall"],
         extra_ldflags=[f"-L{build}/lib", "-lprocgroup", f"-Wl,-rpath,{build}/lib"],

@@ -226,6 +226,61 @@ def every_collective(rank, world):
     return c.failures, c.compared_with_gloo
 
 
+def coalesced_calls(rank, world):
+    """Calls procgroup runs as one operation per tensor under one work: all_gather_coalesced
+    (blocking, and its future), and on torch >= 2 the _coalescing_manager's calls."""
+    warnings.simplefilter("ignore")  # all_gather_coalesced's deprecation note
+    c = Checker(rank)
+    sizes = [5, 1, 9]
+    mine = [inputs(rank, k, torch.float32) + i for i, k in enumerate(sizes)]
+    want = [[inputs(r, k, torch.float32) + i for i, k in enumerate(sizes)] for r in range(world)]
+    outs = [[torch.zeros(k) for k in sizes] for _ in range(world)]
+    dist.all_gather_coalesced(outs, mine)
+    for r in range(world):
+        for i in range(len(sizes)):
+            c.same(f"all_gather_coalesced [rank {r}][{i}]", outs[r][i], want[r][i])
+    outs = [[torch.zeros(k) for k in sizes] for _ in range(world)]
+    values = dist.all_gather_coalesced(outs, mine, async_op=True).wait()
+    c.same("all_gather_coalesced future", torch.cat(values),
+           torch.cat([want[r][i] for i in range(len(sizes)) for r in range(world)]))
+    try:
+        dist.all_gather_coalesced([[torch.zeros(2)]] * world, [torch.zeros(3)])
+        c.failures.append(f"rank {rank}: all_gather_coalesced of mismatched sizes was accepted")
+    except RuntimeError as e:
+        if "procgroup allgather_coalesced" not in str(e):
+            c.failures.append(f"rank {rank}: all_gather_coalesced refusal said: {e}")
+
+    if int(torch.__version__.split(".")[0]) >= 2:
+        a, b = inputs(rank, 5, torch.float32), inputs(rank, 7, torch.float32)
+        with dist._coalescing_manager(device=torch.device("cpu"), async_ops=True) as cm:
+            dist.all_reduce(a)
+            dist.all_reduce(b)
+        cm.wait()
+        c.same("_coalescing_manager all_reduce [0]", a,
+               reference(dist.ReduceOp.SUM, [inputs(r, 5, torch.float32) for r in range(world)]))
+        c.same("_coalescing_manager all_reduce [1]", b,
+               reference(dist.ReduceOp.SUM, [inputs(r, 7, torch.float32) for r in range(world)]))
+        flats = [torch.zeros(world * k) for k in sizes]
+        with dist._coalescing_manager():
+            for flat, t in zip(flats, mine):
+                dist.all_gather_into_tensor(flat, t)
+        for i, flat in enumerate(flats):
+            c.same(f"_coalescing_manager all_gather_into_tensor [{i}]", flat,
+                   torch.cat([want[r][i] for r in range(world)]))
+        outs = [torch.zeros(k) for k in sizes]
+        with dist._coalescing_manager():
+            for out, k in zip(outs, sizes):
+                dist.reduce_scatter_tensor(out, torch.cat([inputs(rank, k, torch.float32)] * world))
+        for out, k in zip(outs, sizes):
+            c.same(f"_coalescing_manager reduce_scatter_tensor of {k}", out,
+                   reference(dist.ReduceOp.SUM, [inputs(r, k, torch.float32) for r in range(world)]))
+        t = inputs(rank, 4, torch.float32)
+        with dist._coalescing_manager(device=torch.device("cpu")):
+            dist.broadcast(t, src=0)  # no fast path: start/endCoalescing around it
+        c.same("_coalescing_manager broadcast", t, inputs(0, 4, torch.float32))
+    return c.failures
+
+
 def poll_while_the_completer_waits(rank, world):
     """is_completed() answers at once while the future's completer thread waits."""
     import time
@@ -251,6 +306,11 @@ class EveryCollective(unittest.TestCase):
         self.assertLess(took, 0.05, f"is_completed() took {took:.3f} s")
         self.assertTrue(late)
         self.assertEqual(values, [2.0] * 4)
+
+    def test_coalesced_calls_match_the_reference(self):
+        results = run_ranks(coalesced_calls, world_size=WORLD, timeout_s=60)
+        failures = [f for r in sorted(results) for f in results[r]]
+        self.assertEqual(failures, [], "\n".join(failures))
 
     def test_every_collective_matches_the_reference_and_torch_gloo(self):
         results = run_ranks(every_collective, world_size=WORLD, timeout_s=120)

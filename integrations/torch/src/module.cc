@@ -17,15 +17,15 @@ PYBIND11_MODULE(_C, m) {
   py::module::import("torch.distributed");
   py::class_<ProcessGroupProcgroup, TorchBackendBase, c10::intrusive_ptr<ProcessGroupProcgroup>>(
       m, "ProcessGroupProcgroup")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks) {
-             return ProcessGroupProcgroup::create(store, rank, size, timeout,
-                                                  std::move(global_ranks));
-           }),
-           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("global_ranks") = std::vector<int64_t>{},
-           // Creating the group waits for the other ranks: let other Python threads run.
-           py::call_guard<py::gil_scoped_release>())
+      .def(
+          py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout, const std::vector<int64_t>& global_ranks) {
+            return ProcessGroupProcgroup::create(store, rank, size, timeout, global_ranks);
+          }),
+          py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+          py::arg("global_ranks") = std::vector<int64_t>{},
+          // Creating the group waits for the other ranks: let other Python threads run.
+          py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("plugin", &ProcessGroupProcgroup::plugin_name,
                              "The procgroup plugin serving CPU tensors (ucx, gloo, ...)");
 }

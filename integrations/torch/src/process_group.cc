@@ -27,8 +27,8 @@ int env_int(const char* name, int fallback) {
 
 // Which members share this host, by torchrun's layout (world rank / LOCAL_WORLD_SIZE);
 // without LOCAL_WORLD_SIZE the job is taken to be on one host, as procgroup does.
-void local_placement(int rank, int size, const std::vector<int64_t>& global_ranks,
-                     int* local_rank, int* local_size) {
+void local_placement(int rank, int size, const std::vector<int64_t>& global_ranks, int* local_rank,
+                     int* local_size) {
   const int per_host = env_int("LOCAL_WORLD_SIZE", 0);
   if (per_host <= 0) {
     *local_rank = rank;
@@ -52,8 +52,8 @@ void check_rank(int peer, int size, const char* call) {
 }
 
 void check_list(size_t got, int size, const char* call, const char* what) {
-  TORCH_CHECK(got == static_cast<size_t>(size), "procgroup ", call, ": ", what, " must hold ",
-              size, " tensors (one per rank), got ", got);
+  TORCH_CHECK(got == static_cast<size_t>(size), "procgroup ", call, ": ", what, " must hold ", size,
+              " tensors (one per rank), got ", got);
 }
 
 // Equal blocks as dim-0 rows per rank, or -1 when the splits differ.
@@ -69,7 +69,7 @@ int64_t equal_split_rows(const at::Tensor& t, const std::vector<int64_t>& splits
 
 c10::intrusive_ptr<ProcessGroupProcgroup> ProcessGroupProcgroup::create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks) {
+    std::chrono::milliseconds timeout, const std::vector<int64_t>& global_ranks) {
   TORCH_CHECK(global_ranks.empty() || static_cast<int>(global_ranks.size()) == size,
               "procgroup: ", global_ranks.size(), " global ranks for a group of ", size);
   Parts parts;
@@ -120,10 +120,9 @@ pg_group_t ProcessGroupProcgroup::create_group(const Parts& parts, int rank, int
   }
   pg_group_t group = nullptr;
   pg_status_t status = pg_group_create_with_store(&o, parts.store->c_store(), &group);
-  TORCH_CHECK(status == PG_OK, "procgroup: creating the ", cuda ? "CUDA" : "CPU",
-              " group (rank ", rank, " of ", size, ", PROCGROUP_BACKEND=",
-              chosen.empty() ? "unset" : chosen, ") failed: ", pg_status_name(status), ": ",
-              pg_last_error());
+  TORCH_CHECK(status == PG_OK, "procgroup: creating the ", cuda ? "CUDA" : "CPU", " group (rank ",
+              rank, " of ", size, ", PROCGROUP_BACKEND=", chosen.empty() ? "unset" : chosen,
+              ") failed: ", pg_status_name(status), ": ", pg_last_error());
   return group;
 }
 
@@ -137,23 +136,28 @@ pg_group_t ProcessGroupProcgroup::group_for(const at::Device& device) {
   if (!device.is_cuda()) return cpu_group_;
   std::lock_guard lock(cuda_mutex_);
   if (cuda_group_ == nullptr) {
-    cuda_group_ = create_group(parts_, getRank(), getSize(), true, device.index());
-    cuda_device_ = device.index();
+    // A device index, not a character: -1 (none) must stay -1.
+    const int index = device.index();  // NOLINT(bugprone-signed-char-misuse)
+    cuda_group_ = create_group(parts_, getRank(), getSize(), true, index);
+    cuda_device_ = index;
   }
-  TORCH_CHECK(device.index() == cuda_device_, "procgroup: this process group runs on cuda:",
-              cuda_device_, "; got a tensor on ", device, " (one device per process)");
+  TORCH_CHECK(device.index() == cuda_device_,
+              "procgroup: this process group runs on cuda:", cuda_device_, "; got a tensor on ",
+              device, " (one device per process)");
   return cuda_group_;
 }
 
 WorkPtr ProcessGroupProcgroup::run(OpType type, const char* call, Issue issue, pg_group_t group,
                                    const pg_buffer_t* input, const pg_buffer_t* output,
                                    const pg_op_options_t& opts, std::vector<at::Tensor> outputs,
-                                   std::vector<at::Tensor> keep,
-                                   std::function<void()> on_success) {
+                                   std::vector<at::Tensor> keep, std::function<void()> on_success) {
   pg_work_t work = nullptr;
   check_issued(issue(group, input, output, &opts, &work), call);
-  return c10::make_intrusive<PgWork>(work, type, call, std::move(outputs), std::move(keep),
-                                     std::move(on_success), completer_);
+  WorkPtr made = c10::make_intrusive<PgWork>(work, type, call, std::move(outputs), std::move(keep),
+                                             std::move(on_success), completer_);
+  std::lock_guard lock(coalescing_mutex_);
+  if (coalescing_) coalesced_.push_back(made);
+  return made;
 }
 
 WorkPtr ProcessGroupProcgroup::broadcast(std::vector<at::Tensor>& tensors,
@@ -183,8 +187,9 @@ WorkPtr ProcessGroupProcgroup::allreduce_coalesced(std::vector<at::Tensor>& tens
   for (const at::Tensor& t : tensors) {
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device(),
                 "procgroup allreduce_coalesced: every tensor must have the dtype and device of "
-                "the first (", tensors[0].scalar_type(), " on ", tensors[0].device(), "), got ",
-                t.scalar_type(), " on ", t.device());
+                "the first (",
+                tensors[0].scalar_type(), " on ", tensors[0].device(), "), got ", t.scalar_type(),
+                " on ", t.device());
     (void)to_buffer(t, Use::kReduce, "allreduce_coalesced");
   }
   at::Tensor flat = flatten(tensors);
@@ -235,14 +240,6 @@ WorkPtr ProcessGroupProcgroup::_allgather_base(at::Tensor& output, at::Tensor& i
              &in, &out, op_options(opts.timeout), {output}, {input});
 }
 
-WorkPtr ProcessGroupProcgroup::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
-                                                   std::vector<at::Tensor>&,
-                                                   const c10d::AllgatherOptions&) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false,
-                              "procgroup: allgather_coalesced is not supported; call "
-                              "all_gather once per tensor, or all_gather_into_tensor");
-}
-
 WorkPtr ProcessGroupProcgroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                       std::vector<at::Tensor>& inputs,
                                       const c10d::GatherOptions& opts) {
@@ -253,7 +250,8 @@ WorkPtr ProcessGroupProcgroup::gather(std::vector<std::vector<at::Tensor>>& outp
   o.root = static_cast<int32_t>(opts.rootRank);
   if (getRank() != opts.rootRank) {
     TORCH_CHECK(outputs.empty(), "procgroup gather: only the root passes output tensors");
-    return run(OpType::GATHER, "gather", pg_gather, group_for(t.device()), &in, nullptr, o, {}, {t});
+    return run(OpType::GATHER, "gather", pg_gather, group_for(t.device()), &in, nullptr, o, {},
+               {t});
   }
   TORCH_CHECK(outputs.size() == 1, "procgroup gather: the root takes one output list, got ",
               outputs.size());
@@ -344,7 +342,8 @@ WorkPtr ProcessGroupProcgroup::alltoall(std::vector<at::Tensor>& outputs,
     for (const at::Tensor& t : *list)
       TORCH_CHECK_NOT_IMPLEMENTED(t.numel() == first.numel(),
                                   "procgroup alltoall: only tensors of equal size are supported "
-                                  "(got ", t.numel(), " and ", first.numel(), " elements)");
+                                  "(got ",
+                                  t.numel(), " and ", first.numel(), " elements)");
   check_same_layout(outputs, first, "alltoall");
   at::Tensor flat_in = flatten(inputs);
   at::Tensor flat_out = at::empty_like(flat_in);

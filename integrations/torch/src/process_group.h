@@ -3,10 +3,10 @@
 // is PROCGROUP_BACKEND's (ucx, gloo, nccl, loopback or a path to anyone's .so).
 //
 // CPU tensors go to a group created with the process group (PROCGROUP_BACKEND; unset:
-// procgroup's CPU default, ucx where it works on every rank, else gloo; nccl: gloo); CUDA tensors to a second group created at the first
-// CUDA call (PROCGROUP_BACKEND, nccl when unset) on the tensor's device and torch's
-// current stream. torch 1.x subclasses c10d::ProcessGroup, torch >= 2 c10d::Backend; the
-// overridden methods are the same.
+// procgroup's CPU default, ucx where it works on every rank, else gloo; nccl: gloo); CUDA tensors
+// to a second group created at the first CUDA call (PROCGROUP_BACKEND, nccl when unset) on the
+// tensor's device and torch's current stream. torch 1.x subclasses c10d::ProcessGroup, torch >= 2
+// c10d::Backend; the overridden methods are the same.
 #pragma once
 
 #include <torch/version.h>
@@ -53,7 +53,7 @@ class ProcessGroupProcgroup : public TorchBackendBase {
   // be made (the message says why).
   static c10::intrusive_ptr<ProcessGroupProcgroup> create(
       const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-      std::chrono::milliseconds timeout, std::vector<int64_t> global_ranks);
+      std::chrono::milliseconds timeout, const std::vector<int64_t>& global_ranks);
   ProcessGroupProcgroup(int rank, int size, Parts parts) noexcept;
   ~ProcessGroupProcgroup() override;
 
@@ -92,6 +92,20 @@ class ProcessGroupProcgroup : public TorchBackendBase {
   WorkPtr recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
+  // coalescing.cc: calls procgroup runs as one operation per tensor, under one work.
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's _coalescing_manager(device=...): the works of every call between the two
+  // (each still issued at once, in order) become endCoalescing's one work.
+  void startCoalescing() override;
+  WorkPtr endCoalescing() override;
+  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllgatherOptions& opts) override;
+  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override;
+#endif
+
  private:
   using Issue = pg_status_t (*)(pg_group_t, const pg_buffer_t*, const pg_buffer_t*,
                                 const pg_op_options_t*, pg_work_t*);
@@ -114,6 +128,9 @@ class ProcessGroupProcgroup : public TorchBackendBase {
   pg_group_t cuda_group_ = nullptr;
   int cuda_device_ = -1;
   std::shared_ptr<Completer> completer_;
+  std::mutex coalescing_mutex_;
+  bool coalescing_ = false;         // between startCoalescing and endCoalescing
+  std::vector<WorkPtr> coalesced_;  // the works issued meanwhile
 };
 
 }  // namespace procgroup::torch_backend

@@ -3,19 +3,21 @@
 #include <ATen/core/jit_type.h>
 #include <Python.h>
 
+#include <algorithm>
 #include <string>
 
 namespace procgroup::torch_backend {
 namespace {
 
 std::string failure_text(pg_status_t status, const char* call) {
-  std::string text = std::string("procgroup ") + call + ": " + pg_status_name(status) + ": " +
-                     pg_last_error();
+  std::string text =
+      std::string("procgroup ") + call + ": " + pg_status_name(status) + ": " + pg_last_error();
   // procgroup names its own settings (pg_group_options_t / pg_op_options_t.timeout_ms),
   // which this extension fills from torch's.
   if (status == PG_ERR_TIMEOUT)
-    text += " (under torch: init_process_group(timeout=...) or new_group(timeout=...) for "
-            "the group, an options object's timeout for one call)";
+    text +=
+        " (under torch: init_process_group(timeout=...) or new_group(timeout=...) for "
+        "the group, an options object's timeout for one call)";
   return text;
 }
 
@@ -32,14 +34,13 @@ std::vector<c10::Device> devices_of(const std::vector<at::Tensor>& tensors) {
 
 void check_issued(pg_status_t status, const char* call) {
   if (status == PG_OK) return;
-  if (status == PG_ERR_UNSUPPORTED)
-    TORCH_CHECK_NOT_IMPLEMENTED(false, failure_text(status, call));
+  if (status == PG_ERR_UNSUPPORTED) TORCH_CHECK_NOT_IMPLEMENTED(false, failure_text(status, call));
   TORCH_CHECK(false, failure_text(status, call));
 }
 
-PgWork::PgWork(pg_work_t work, c10d::OpType type, const char* call,
-               std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
-               std::function<void()> on_success, std::shared_ptr<Completer> completer)
+PgWork::PgWork(pg_work_t work, c10d::OpType type, const char* call, std::vector<at::Tensor> outputs,
+               std::vector<at::Tensor> keep, std::function<void()> on_success,
+               std::shared_ptr<Completer> completer)
     : c10d::Work(-1, type),
       work_(work),
       call_(call),
@@ -86,8 +87,10 @@ void PgWork::settle(pg_status_t status) {
   }
   cv_.notify_all();
   if (!future) return;
-  if (error_) future->setError(error_);
-  else future->markCompleted(c10::IValue(outputs_));
+  if (error_)
+    future->setError(error_);
+  else
+    future->markCompleted(c10::IValue(outputs_));
 }
 
 bool PgWork::isCompleted() {
@@ -133,8 +136,10 @@ c10::intrusive_ptr<c10::ivalue::Future> PgWork::getFuture() {
     future_ = c10::make_intrusive<c10::ivalue::Future>(
         c10::ListType::create(c10::TensorType::get()), devices_of(outputs_));
     if (settled_) {
-      if (error_) future_->setError(error_);
-      else future_->markCompleted(c10::IValue(outputs_));
+      if (error_)
+        future_->setError(error_);
+      else
+        future_->markCompleted(c10::IValue(outputs_));
       return future_;
     }
   }
@@ -162,6 +167,89 @@ c10::intrusive_ptr<c10::ivalue::Future> PgWork::getFuture() {
   if (asked != PG_OK) {
     delete self;
     settle(asked);  // cannot happen for a live work; fail the future rather than hang it
+  }
+  return future_;
+}
+
+CoalescedWork::CoalescedWork(c10d::OpType type, std::vector<c10::intrusive_ptr<c10d::Work>> parts)
+    : c10d::Work(-1, type), parts_(std::move(parts)) {}
+
+bool CoalescedWork::isCompleted() {
+  return std::all_of(parts_.begin(), parts_.end(), [](const auto& w) { return w->isCompleted(); });
+}
+
+bool CoalescedWork::isSuccess() const {
+  return std::all_of(parts_.begin(), parts_.end(), [](const auto& w) { return w->isSuccess(); });
+}
+
+std::exception_ptr CoalescedWork::exception() const {
+  for (const auto& w : parts_)
+    if (auto e = w->exception()) return e;
+  return nullptr;
+}
+
+bool CoalescedWork::wait(std::chrono::milliseconds timeout) {
+  // One deadline for all the parts; kNoTimeout (0): each until done.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& w : parts_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (timeout.count() > 0 && left.count() <= 0) left = std::chrono::milliseconds(1);
+    w->wait(timeout.count() > 0 ? left : kNoTimeout);  // rethrows a part's failure
+  }
+  return true;
+}
+
+std::vector<at::Tensor> CoalescedWork::result() {
+  std::vector<at::Tensor> all;
+  for (const auto& w : parts_) {
+    std::vector<at::Tensor> part = w->result();
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CoalescedWork::getFuture() {
+  std::lock_guard lock(future_mutex_);
+  if (future_) return future_;
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures;
+  std::vector<c10::Device> devices;
+  for (const auto& w : parts_) {
+    futures.push_back(w->getFuture());
+    for (const c10::Device& d : futures.back()->devices())
+      if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     devices);
+  if (futures.empty()) {
+    future_->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+    return future_;
+  }
+  // The last part to finish completes the whole, with the first failure if any.
+  struct Pending {
+    std::mutex mutex;
+    size_t left;
+    std::exception_ptr error;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = futures.size();
+  for (const auto& f : futures) {
+    f->addCallback([pending, whole = future_, parts = parts_](c10::ivalue::Future& part) {
+      std::unique_lock guard(pending->mutex);
+      if (part.hasError() && !pending->error) pending->error = part.exception_ptr();
+      if (--pending->left > 0) return;
+      guard.unlock();
+      if (pending->error) {
+        whole->setError(pending->error);
+        return;
+      }
+      std::vector<at::Tensor> all;
+      for (const auto& w : parts) {
+        std::vector<at::Tensor> out = w->result();
+        all.insert(all.end(), out.begin(), out.end());
+      }
+      whole->markCompleted(c10::IValue(all));
+    });
   }
   return future_;
 }

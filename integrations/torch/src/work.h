@@ -8,7 +8,6 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <condition_variable>
 #include <deque>
@@ -16,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "procgroup/procgroup.h"
 
@@ -55,6 +55,28 @@ class PgWork : public c10d::Work {
   mutable std::mutex settle_mutex_;
   bool settled_ = false;
   std::exception_ptr error_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Several works as one: what torch gets for a call procgroup runs as several operations
+// (allgather_coalesced, the *_coalesced tensor calls) and from endCoalescing. Done when every
+// part is done; fails with the first part's failure; result() and the future's value are
+// the parts' outputs in order.
+class CoalescedWork : public c10d::Work {
+ public:
+  CoalescedWork(c10d::OpType type, std::vector<c10::intrusive_ptr<c10d::Work>> parts);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> parts_;
+  std::mutex future_mutex_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
