@@ -7,7 +7,9 @@
 # The leading suspect is a std::string ABI mismatch between the extension and libc10
 # (TORCH_CHECK with a built message calls c10::detail::torchCheckFail(..., const std::string&)).
 set -u
-source .device/env.sh || exit 1
+# Unpacked already when scripts/device_check.sh runs this (unpacking again under running
+# tests crashes them).
+if [ -z "${PG_BUILD:-}" ]; then source .device/env.sh || exit 1; fi
 probe() {  # name, then python code
   local name=$1; shift
   timeout 120 python3 -X faulthandler -c "$@" > "/tmp/probe-$name.log" 2>&1

@@ -8,7 +8,9 @@
 #            which the pack would otherwise copy whole: 120 MiB instead of 34)
 #   device:  bash tests/torch/device_run.sh           (carry .device)
 set -u
-source .device/env.sh || exit 1
+# Unpacked already when scripts/device_check.sh runs this (unpacking again under running
+# tests crashes them).
+if [ -z "${PG_BUILD:-}" ]; then source .device/env.sh || exit 1; fi
 root=$PWD out=${OUT:-/tmp/torch-device} py=/tmp/pgpy
 mkdir -p "$out" "$py/procgroup_torch" /tmp/pgext
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.device_count())'
