@@ -1,7 +1,6 @@
 // The gloo backend's plan of one operation (see gloo_plan.h).
 #include "gloo_plan.h"
 
-#include <limits>
 #include <string>
 
 #include "gloo_p2p.h"
@@ -25,10 +24,7 @@ Status plan_gloo_op(const pg_backend_op_t& op, int rank, int size, Plan* plan) {
                            op_label(op) + ": gloo backend cannot send to or receive from itself");
     }
   }
-  // n * size * 8 bytes must fit a size_t (the largest buffer an operation handles).
-  const uint64_t limit = std::numeric_limits<size_t>::max() / 8 / static_cast<uint64_t>(size);
-  if (plan->n > limit) return invalid("count " + std::to_string(plan->n) + " is too large");
-  return {};
+  return kit::check_count_fits(op, *plan, size, 8);  // the largest buffer an op handles
 }
 
 }  // namespace procgroup::gloo_backend

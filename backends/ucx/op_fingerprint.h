@@ -10,14 +10,14 @@
 // seen and can be named; the last 5 bits are the root's low bits xor a hash of the count
 // per rank, so roots that differ in their low 5 bits are always seen, other roots and
 // counts with probability 31/32 (a different count also changes the message sizes, which
-// receivers check on their own). Self-contained (only procgroup_backend.h), so any
-// backend can carry it.
+// receivers check on their own). Which ops have a root or reduce comes from the kit's op
+// table; nothing else of ucx is used, so any backend can carry it.
 #ifndef PROCGROUP_BACKENDS_UCX_OP_FINGERPRINT_H_
 #define PROCGROUP_BACKENDS_UCX_OP_FINGERPRINT_H_
 
 #include <cstdint>
 
-#include "procgroup/procgroup_backend.h"
+#include "procgroup/backend_kit/op_table.hpp"
 
 namespace procgroup::ucx_backend {
 
@@ -29,20 +29,14 @@ struct OpFingerprint {
     int op, dtype, reduce_op, root_and_count;
   };
 
-  static constexpr bool rooted(pg_op_t op) {
-    return op == PG_OP_BROADCAST || op == PG_OP_REDUCE || op == PG_OP_GATHER || op == PG_OP_SCATTER;
-  }
-  static constexpr bool reducing(pg_op_t op) {
-    return op == PG_OP_ALLREDUCE || op == PG_OP_REDUCE || op == PG_OP_REDUCE_SCATTER;
-  }
-
   // A collective; count is per rank (per block), root and reduce_op count only where the
   // op uses them (other ranks may pass anything there).
   static constexpr OpFingerprint collective(pg_op_t op, pg_dtype_t dtype, uint64_t count, int root,
                                             pg_reduce_op_t reduce_op) {
     const uint64_t count_hash = (count * 0x9E3779B97F4A7C15ull) >> 59;
-    const uint64_t root_bits = rooted(op) ? static_cast<uint64_t>(root) : 0;
-    const uint64_t reduce = reducing(op) ? static_cast<uint64_t>(reduce_op) & 7 : kNone;
+    const kit::OpInfo& info = kit::op_info(op);
+    const uint64_t root_bits = info.rooted ? static_cast<uint64_t>(root) : 0;
+    const uint64_t reduce = info.reducing ? static_cast<uint64_t>(reduce_op) & 7 : kNone;
     return OpFingerprint{static_cast<uint16_t>((static_cast<uint64_t>(op) & 15) << 12 |
                                                (static_cast<uint64_t>(dtype) & 15) << 8 |
                                                reduce << 5 | ((root_bits ^ count_hash) & 31))};

@@ -16,12 +16,8 @@ namespace procgroup::ucx_backend {
 using Clock = std::chrono::steady_clock;
 
 using Status = kit::Status;
-
-// "allreduce", "send", ...; "unknown" for anything else.
-const char* op_name(pg_op_t op);
-
-// "allreduce #12": how messages name an operation.
-std::string op_label(const pg_backend_op_t& op);
+using kit::op_label;  // "allreduce #12": how messages name an operation
+using kit::op_name;   // "allreduce", "send", ...; "invalid" for anything else
 
 }  // namespace procgroup::ucx_backend
 

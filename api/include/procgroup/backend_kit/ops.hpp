@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "procgroup/backend_kit/dtype.hpp"
@@ -71,8 +72,7 @@ constexpr bool buffer_present(const pg_buffer_t& b) {
 
 // The first buffer op passes that is not on `device` (NULL: none): how a plugin that takes
 // one kind of memory refuses the rest before planning.
-constexpr const pg_buffer_t* buffer_off_device(const pg_backend_op_t& op,
-                                               pg_device_type_t device) {
+constexpr const pg_buffer_t* buffer_off_device(const pg_backend_op_t& op, pg_device_type_t device) {
   for (const pg_buffer_t* b : {&op.input, &op.output})
     if (buffer_present(*b) && b->device_type != device) return b;
   return nullptr;
@@ -276,6 +276,18 @@ inline Status plan_op(const pg_backend_op_t& op, int rank, int size, Plan* plan)
     return detail::invalid(who, "invalid dtype " + std::to_string(s.dtype));
   *plan = plan_of(info, s);
   return {};
+}
+
+// PG_ERR_INVALID_ARGUMENT "allreduce #3: count N is too large" unless n * size * per_element
+// bytes fit a size_t (per_element: the most bytes per element and rank the plugin's largest
+// buffer or scratch takes).
+inline Status check_count_fits(const pg_backend_op_t& op, const Plan& plan, int size,
+                               uint64_t per_element) {
+  const uint64_t limit =
+      std::numeric_limits<size_t>::max() / per_element / static_cast<uint64_t>(size);
+  if (plan.n <= limit) return {};
+  return Status::error(PG_ERR_INVALID_ARGUMENT,
+                       op_label(op) + ": count " + std::to_string(plan.n) + " is too large");
 }
 
 // For callers without a core (tests calling a plugin directly): validates op, fills its
