@@ -64,7 +64,8 @@ if(STEP STREQUAL "install")
     ${INCLUDEDIR}/procgroup/backend_kit/status.hpp ${INCLUDEDIR}/procgroup/backend_kit/entry.hpp
     ${INCLUDEDIR}/procgroup/backend_kit/negotiate.hpp ${INCLUDEDIR}/procgroup/backend_kit/ops.hpp
     ${INCLUDEDIR}/procgroup/backend_kit/op_table.hpp ${INCLUDEDIR}/procgroup/backend_kit/dtype.hpp
-    ${INCLUDEDIR}/procgroup/backend_kit/kernels.hpp
+    ${INCLUDEDIR}/procgroup/backend_kit/kernels.hpp ${INCLUDEDIR}/procgroup/backend_kit/store.hpp
+    ${INCLUDEDIR}/procgroup/backend_kit/work.hpp
     ${LIBDIR}/libprocgroup.so ${LIBDIR}/procgroup/libprocgroup-loopback.so
     ${LIBDIR}/procgroup/libprocgroup-loopback_p2p.so
     ${LIBDIR}/cmake/procgroup/procgroupConfig.cmake

@@ -8,7 +8,11 @@
 // - backend_kit/dtype.hpp, op_table.hpp and ops.hpp: dtype sizes and names, f16/bf16
 //   converters, the op table, and plan_op() for the core's planned op;
 // - backend_kit/kernels.hpp: the core's reduction kernels through the host services
-//   (kit::reduce_to, kit::scale_down), so no plugin carries a copy.
+//   (kit::reduce_to, kit::scale_down), so no plugin carries a copy;
+// - backend_kit/store.hpp: kit::Store, the host store with std::string values and
+//   failures as a kit::Status naming the key;
+// - backend_kit/work.hpp: kit::Completion, a work's outcome set once, waited for, and the
+//   core's completion notice; kit::deadline_after.
 // docs/backend-interface.md ("The backend kit") shows a whole plugin written with it.
 //
 //   #include <procgroup/procgroup_backend_kit.hpp>
@@ -28,5 +32,7 @@
 #include "procgroup/backend_kit/op_table.hpp"
 #include "procgroup/backend_kit/ops.hpp"
 #include "procgroup/backend_kit/status.hpp"
+#include "procgroup/backend_kit/store.hpp"
+#include "procgroup/backend_kit/work.hpp"
 
 #endif

@@ -1,0 +1,118 @@
+// backend_kit/work.hpp — what a plugin's work needs to finish once and be waited for:
+// kit::Completion (the outcome, waiting on it, and the core's completion notice) and
+// kit::deadline_after (now + ms, saturated). A work that completes on some other thread
+// (a worker, a peer's delivery) holds a Completion and forwards to it:
+//
+//   struct MyWork {
+//     kit::Completion done;
+//     pg_status_t test(std::string* m) { return done.test(m); }
+//     pg_status_t wait(int64_t ms, std::string* m) {
+//       return done.wait_until(ms < 0 ? kit::kNever : kit::deadline_after(ms), m);
+//     }
+//     bool notify_on_complete(pg_backend_work_done_fn fn, void* user) {
+//       return done.notify_on_complete(fn, user);
+//     }
+//   };
+//   work->done.complete(PG_OK);  // by whoever finishes it; only the first call counts
+#ifndef PROCGROUP_BACKEND_KIT_WORK_HPP_
+#define PROCGROUP_BACKEND_KIT_WORK_HPP_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "procgroup/backend_kit/status.hpp"
+#include "procgroup/procgroup_backend.h"
+
+namespace procgroup::kit {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr Clock::time_point kNever = Clock::time_point::max();
+
+// now + ms (ms < 0: now), saturated: callers pass "forever" as huge values, which must not
+// wrap around; ten years or more is kNever.
+inline Clock::time_point deadline_after(int64_t ms) {
+  constexpr int64_t kMaxMs = int64_t{10} * 365 * 24 * 3600 * 1000;
+  if (ms >= kMaxMs) return kNever;
+  return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
+}
+
+// The outcome of one operation, set once, by any thread; safe to share between them.
+class Completion {
+ public:
+  // Records the outcome and wakes the waiters, then calls the completion notice (outside
+  // the lock: the core tests the work from it). Only the first call counts (an abort and a
+  // late success may race); later ones change nothing and return false.
+  bool complete(pg_status_t status, std::string message = {}) {
+    pg_backend_work_done_fn done_fn = nullptr;
+    void* done_user = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (status_ != PG_PENDING) return false;
+      status_ = status;
+      message_ = std::move(message);
+      done_fn = std::exchange(done_fn_, nullptr);
+      done_user = done_user_;
+    }
+    cv_.notify_all();
+    if (done_fn != nullptr) done_fn(done_user);
+    return true;
+  }
+  bool complete(Status outcome) { return complete(outcome.code, std::move(outcome.message)); }
+
+  // PG_OK, PG_PENDING or the error, whose text goes to *message.
+  pg_status_t test(std::string* message) const {
+    std::lock_guard lock(mu_);
+    return report_locked(message);
+  }
+
+  // test() once the work completes or `until` passes (kNever: no bound).
+  pg_status_t wait_until(Clock::time_point until, std::string* message) const {
+    std::unique_lock lock(mu_);
+    auto done = [this] { return status_ != PG_PENDING; };
+    if (until == kNever) {
+      cv_.wait(lock, done);
+    } else {
+      cv_.wait_until(lock, until, done);
+    }
+    return report_locked(message);
+  }
+
+  // Calls done(user) once when the work completes, on the completing thread (here, now, if
+  // it has already). false if a notice was asked for already.
+  bool notify_on_complete(pg_backend_work_done_fn done, void* user) {
+    {
+      std::lock_guard lock(mu_);
+      if (notice_asked_) return false;
+      notice_asked_ = true;
+      if (status_ == PG_PENDING) {
+        done_fn_ = done;
+        done_user_ = user;
+        return true;
+      }
+    }
+    done(user);
+    return true;
+  }
+
+ private:
+  pg_status_t report_locked(std::string* message) const {
+    if (status_ != PG_OK && status_ != PG_PENDING && message != nullptr) *message = message_;
+    return status_;
+  }
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  pg_status_t status_ = PG_PENDING;
+  std::string message_;
+  pg_backend_work_done_fn done_fn_ = nullptr;
+  void* done_user_ = nullptr;
+  bool notice_asked_ = false;
+};
+
+}  // namespace procgroup::kit
+
+#endif  // PROCGROUP_BACKEND_KIT_WORK_HPP_
