@@ -2,7 +2,8 @@
 //
 // Gloo exchanges its TCP addresses through a gloo::rendezvous::Store; procgroup hands the
 // plugin a pg_host_store_t already scoped to the group. This adapter prefixes every key
-// and turns host failures into StoreError (a gloo::Exception carrying a pg_status_t):
+// and turns host failures (kit::Store's statuses and messages) into StoreError (a
+// gloo::Exception carrying a pg_status_t):
 //
 //   StoreAdapter store(config->store, "gloo/" + group_id + "/", timeout);
 //   context->connectFullMesh(store, device);     // throws StoreError on store failures
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "procgroup/backend_kit/store.hpp"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::gloo_backend {
@@ -51,7 +53,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   int64_t add(const std::string& key, int64_t delta);
 
  private:
-  const pg_host_store_t* store_;
+  const kit::Store store_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;
 };

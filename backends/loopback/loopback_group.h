@@ -166,7 +166,7 @@ class RankGroup {
 #else
   static constexpr const char* kName = "loopback";
 #endif
-  // Joins the group (waiting for every rank), starts the worker.
+  // Joins the group (waiting for every rank), starts the worker; the kit checked config.
   static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                        std::unique_ptr<RankGroup>* out);
   // group_split: collective over every rank of this group, in the same order everywhere
@@ -213,9 +213,6 @@ class RankGroup {
 };
 
 // ---- Helpers, loopback_rendezvous.cc ---------------------------------------------
-
-// A group config's own checks, for group_create and group_split ("" when fine).
-std::string config_problem(const pg_backend_group_config_t* config, const char* entry);
 
 // "0, 2, 3": for messages naming ranks.
 std::string rank_list(const std::vector<int>& ranks);

@@ -45,8 +45,7 @@ Status publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedGr
   }
   if (config.size == 1 && config.store == nullptr) return {};
   std::string value = std::to_string(getpid()) + ":" + std::to_string((*out)->instance);
-  pg_status_t st = config.store->set(config.store->ctx, kInstanceKey, value.data(), value.size());
-  if (st != PG_OK) {
+  if (const pg_status_t st = kit::Store(config.store).set(kInstanceKey, value).code; st != PG_OK) {
     unregister((*out)->instance);
     return {st == PG_ERR_TIMEOUT ? st : PG_ERR_STORE,
             "loopback group '" + std::string(config.group_id) +
@@ -59,19 +58,16 @@ Status publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedGr
 Status lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGroup>* out) {
   const std::string where =
       "loopback group '" + std::string(config.group_id) + "' rank " + std::to_string(config.rank);
-  void* value = nullptr;
-  uint64_t length = 0;
-  pg_status_t st =
-      config.store->get(config.store->ctx, kInstanceKey, config.timeout_ms, &value, &length);
-  if (st != PG_OK) {
+  std::string text;
+  if (const pg_status_t st =
+          kit::Store(config.store).get(kInstanceKey, config.timeout_ms, &text).code;
+      st != PG_OK) {
     if (st == PG_ERR_TIMEOUT) {
       return {st, where + ": rank 0 did not publish the group within " +
                       std::to_string(config.timeout_ms) + " ms"};
     }
     return {st, where + ": reading rank 0's instance from the store failed"};
   }
-  std::string text(static_cast<const char*>(value), length);
-  config.store->free_value(config.store->ctx, value);
   long long pid = 0;
   unsigned long long instance = 0;
   if (std::sscanf(text.c_str(), "%lld:%llu", &pid, &instance) != 2) {
@@ -101,27 +97,6 @@ Status lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGro
 
 }  // namespace
 
-std::string config_problem(const pg_backend_group_config_t* c, const char* entry) {
-  const std::string e(entry);
-  if (c == nullptr) return e + ": NULL config";
-  if (c->struct_size < PG_BACKEND_GROUP_CONFIG_V1_SIZE) {
-    return e + ": config.struct_size " + std::to_string(c->struct_size) + " is too small";
-  }
-  if (c->size < 1 || c->rank < 0 || c->rank >= c->size) {
-    return e + ": rank " + std::to_string(c->rank) + " is not within a group of size " +
-           std::to_string(c->size);
-  }
-  if (c->group_id == nullptr || c->timeout_ms <= 0) {
-    return e + ": group_id is NULL or timeout_ms <= 0";
-  }
-  bool store_ok = c->store != nullptr && c->store->set && c->store->get && c->store->free_value &&
-                  c->store->remove;
-  if (!store_ok && !(c->size == 1 && c->store == nullptr)) {
-    return e + ": a store with set/get/free_value/remove is needed to rendezvous";
-  }
-  return "";
-}
-
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
@@ -132,9 +107,6 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                          std::unique_ptr<RankGroup>* out) {
-  if (std::string problem = config_problem(&config, "group_create"); !problem.empty()) {
-    return {PG_ERR_INVALID_ARGUMENT, problem};
-  }
   std::shared_ptr<SharedGroup> shared;
   Status found = config.rank == 0 ? publish(config, &shared) : lookup(config, &shared);
   if (!found.ok()) return found;
@@ -169,7 +141,7 @@ Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_
     lock.unlock();
     if (last) unregister(g.instance);
     // A retry under the same store scope must not find this dead instance.
-    if (rank == 0 && config.store != nullptr) config.store->remove(config.store->ctx, kInstanceKey);
+    if (rank == 0 && config.store != nullptr) kit::Store(config.store).remove(kInstanceKey);
     return {PG_ERR_TIMEOUT, "loopback group '" + g.group_id + "' rendezvous timed out after " +
                                 std::to_string(config.timeout_ms) + " ms on rank " +
                                 std::to_string(rank) + "; not heard from rank(s) " +
@@ -178,7 +150,7 @@ Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_
   if (rank == g.size - 1 || g.size == 1) {
     // The key is no longer needed; removing it keeps a later group under the same store
     // scope from finding this instance.
-    if (config.store != nullptr) config.store->remove(config.store->ctx, kInstanceKey);
+    if (config.store != nullptr) kit::Store(config.store).remove(kInstanceKey);
   }
   lock.unlock();
   return launch(std::move(shared), rank, config.timeout_ms, host, out);

@@ -27,7 +27,7 @@ SplitRequest request_of(int32_t color, int32_t key, const pg_backend_group_confi
   if (color != PG_SPLIT_NO_COLOR && color < 0) {
     r.problem = "color " + std::to_string(color) + " is negative";
   } else if (config != nullptr) {
-    r.problem = config_problem(config, "group_split");
+    r.problem = kit::check_config(config, "group_split").message;  // "" when fine
     if (r.problem.empty()) {
       r.rank = config->rank;
       r.size = config->size;

@@ -12,6 +12,7 @@
 #include "nccl_comm.h"
 #include "nccl_cuda.h"
 #include "nccl_group.h"
+#include "procgroup/backend_kit/store.hpp"
 
 namespace procgroup::nccl_backend {
 namespace {
@@ -20,26 +21,12 @@ constexpr char kUidKey[] = "nccl/uid";
 constexpr char kFailedKey[] = "nccl/failed";
 constexpr auto kFailedPollInterval = std::chrono::milliseconds(250);
 
-void set_key(const pg_host_store_t* store, const std::string& key, const std::string& value) {
-  (void)store->set(store->ctx, key.c_str(), value.data(), value.size());
-}
-
-// The value at key if it is there within wait_ms.
-bool get_key(const pg_host_store_t* store, const std::string& key, int64_t wait_ms,
-             std::string* value) {
-  void* data = nullptr;
-  uint64_t length = 0;
-  if (store->get(store->ctx, key.c_str(), wait_ms, &data, &length) != PG_OK) return false;
-  value->assign(static_cast<const char*>(data), length);
-  store->free_value(store->ctx, data);
-  return true;
-}
-
 // Tells the other ranks this one gave up, so they need not wait out the timeout.
 Status give_up(const pg_backend_group_config_t& c, Status st) {
+  const kit::Store store(c.store);  // best effort: the others time out otherwise
   const std::string text = "rank " + std::to_string(c.rank) + ": " + st.message;
-  if (c.rank == 0) set_key(c.store, kUidKey, "E" + text);
-  set_key(c.store, kFailedKey, text);
+  if (c.rank == 0) (void)store.set(kUidKey, "E" + text);
+  (void)store.set(kFailedKey, text);
   return st;
 }
 
@@ -50,19 +37,19 @@ Status choose_device(const pg_backend_group_config_t& c, int count, int* device)
     const long v = std::strtol(env, &end, 10);
     if (*end != '\0' || v < 0 || v >= count) {
       return nccl_error(PG_ERR_CONFIG, "PROCGROUP_NCCL_DEVICE='" + std::string(env) +
-                                              "' is not a device index below " +
-                                              std::to_string(count));
+                                           "' is not a device index below " +
+                                           std::to_string(count));
     }
     *device = static_cast<int>(v);
     return {};
   }
   const int local = c.local_rank > 0 ? c.local_rank : 0;
   if (local >= count) {
-    return nccl_error(
-        PG_ERR_CONFIG, "LOCAL_RANK " + std::to_string(local) + " has no CUDA device of its own (" +
-                           std::to_string(count) +
-                           " on this host; NCCL needs one device per rank): start at most " +
-                           std::to_string(count) + " ranks per host or set PROCGROUP_NCCL_DEVICE");
+    return nccl_error(PG_ERR_CONFIG,
+                      "LOCAL_RANK " + std::to_string(local) + " has no CUDA device of its own (" +
+                          std::to_string(count) +
+                          " on this host; NCCL needs one device per rank): start at most " +
+                          std::to_string(count) + " ranks per host or set PROCGROUP_NCCL_DEVICE");
   }
   *device = local;
   return {};
@@ -73,17 +60,17 @@ Status exchange_id(const pg_backend_group_config_t& c, ncclUniqueId* id) {
     const ncclResult_t r = ncclGetUniqueId(id);
     if (r != ncclSuccess) {
       return nccl_error(nccl_code(r),
-                           "group_create: ncclGetUniqueId: " + nccl_error_text(r, nullptr));
+                        "group_create: ncclGetUniqueId: " + nccl_error_text(r, nullptr));
     }
-    set_key(c.store, kUidKey, "U" + std::string(id->internal, sizeof(id->internal)));
+    (void)kit::Store(c.store).set(kUidKey, "U" + std::string(id->internal, sizeof(id->internal)));
     return {};
   }
   std::string value;
-  if (!get_key(c.store, kUidKey, c.timeout_ms, &value)) {
+  if (!kit::Store(c.store).get(kUidKey, c.timeout_ms, &value).ok()) {
     return nccl_error(PG_ERR_TIMEOUT,
-                         "group_create: rank 0 did not publish NCCL's unique id "
-                         "within " +
-                             std::to_string(c.timeout_ms) + " ms");
+                      "group_create: rank 0 did not publish NCCL's unique id "
+                      "within " +
+                          std::to_string(c.timeout_ms) + " ms");
   }
   if (value.size() > 1 && value[0] == 'E') {
     return nccl_error(PG_ERR_BACKEND, "group_create: " + value.substr(1));
@@ -98,9 +85,10 @@ Status exchange_id(const pg_backend_group_config_t& c, ncclUniqueId* id) {
 std::string missing_ranks(const pg_backend_group_config_t& c) {
   std::string list;
   int named = 0, more = 0;
+  const kit::Store store(c.store);
   std::string ignored;
   for (int r = 0; r < c.size; ++r) {
-    if (get_key(c.store, "nccl/joined/" + std::to_string(r), 0, &ignored)) continue;
+    if (store.get("nccl/joined/" + std::to_string(r), 0, &ignored).ok()) continue;
     if (named++ < 16) {
       list += (list.empty() ? "" : ", ") + std::to_string(r);
     } else {
@@ -122,13 +110,13 @@ Status finish_init(const pg_backend_group_config_t& c, ncclComm_t comm, ncclResu
         if (Clock::now() <= next_store_look) return std::nullopt;
         next_store_look = Clock::now() + kFailedPollInterval;
         std::string failed;
-        if (!get_key(c.store, kFailedKey, 0, &failed)) return std::nullopt;
+        if (!kit::Store(c.store).get(kFailedKey, 0, &failed).ok()) return std::nullopt;
         return nccl_error(PG_ERR_BACKEND, "group_create: " + failed);
       },
       [&] {
         return nccl_error(PG_ERR_TIMEOUT,
-                             "group_create: ncclCommInitRankConfig did not finish within " +
-                                 std::to_string(c.timeout_ms) + " ms (" + missing_ranks(c) + ")");
+                          "group_create: ncclCommInitRankConfig did not finish within " +
+                              std::to_string(c.timeout_ms) + " ms (" + missing_ranks(c) + ")");
       });
 }
 
@@ -155,7 +143,7 @@ Status create_communicator(const pg_backend_group_config_t& c, const pg_host_ser
   if (st.ok()) st = exchange_id(c, &id);
   if (!st.ok()) return give_up(c, st);
 
-  set_key(c.store, "nccl/joined/" + std::to_string(c.rank), "1");
+  (void)kit::Store(c.store).set("nccl/joined/" + std::to_string(c.rank), "1");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   // Non-blocking: init returns at once, so a rank that never comes can be given up on.
   config.blocking = blocking_communicators() ? 1 : 0;
@@ -164,7 +152,7 @@ Status create_communicator(const pg_backend_group_config_t& c, const pg_host_ser
   const ncclResult_t r = ncclCommInitRankConfig(&nccl, c.size, id, c.rank, &config);
   st = nccl == nullptr && r != ncclSuccess
            ? nccl_error(nccl_code(r),
-                           "group_create: ncclCommInitRankConfig: " + nccl_error_text(r, nullptr))
+                        "group_create: ncclCommInitRankConfig: " + nccl_error_text(r, nullptr))
            : finish_init(c, nccl, r, deadline);
   if (!st.ok()) {
     if (nccl != nullptr) (void)ncclCommAbort(nccl);

@@ -79,11 +79,10 @@ Status UcxGroup::connect() {
   watch_local_peers();
   const std::string address = worker_.address();
   if (address.empty()) return Status::error(PG_ERR_BACKEND, where + ": no worker address");
-  const pg_status_t set =
-      store_->set(store_->ctx, address_key(rank_).c_str(), address.data(), address.size());
-  if (set != PG_OK) {
+  if (const Status set = kit::Store(store_).set(address_key(rank_), address); !set.ok()) {
     return Status::error(
-        set, where + ": " + store_failure(set, "publishing the worker address", "").message);
+        set.code,
+        where + ": " + store_failure(set.code, "publishing the worker address", "").message);
   }
   addresses_[rank_] = address;
   endpoints_ready_ = true;
@@ -140,16 +139,11 @@ Status UcxGroup::fetch_address(int peer, std::string* address) {
         wait, std::max(std::chrono::milliseconds(1),
                        std::chrono::duration_cast<std::chrono::milliseconds>(op->deadline - now)));
   }
-  void* value = nullptr;
-  uint64_t length = 0;
-  const pg_status_t st =
-      store_->get(store_->ctx, address_key(peer).c_str(), wait.count(), &value, &length);
-  if (st != PG_OK) {
-    return store_failure(st, "reading rank " + std::to_string(peer) + "'s UCX address",
+  if (const Status st = kit::Store(store_).get(address_key(peer), wait.count(), &addresses_[peer]);
+      !st.ok()) {
+    return store_failure(st.code, "reading rank " + std::to_string(peer) + "'s UCX address",
                          "rank " + std::to_string(peer) + " never published its UCX address", wait);
   }
-  addresses_[peer].assign(static_cast<const char*>(value), length);
-  store_->free_value(store_->ctx, value);
   *address = addresses_[peer];
   return {};
 }

@@ -66,9 +66,9 @@ Status UcxGroup::store_failure(pg_status_t st, const std::string& doing, const s
 Status UcxGroup::discover_hosts() {
   identity_ = host_identity();
   const std::string value = identity_ + "\n" + std::to_string(::getpid());
-  const pg_status_t set =
-      store_->set(store_->ctx, host_key(rank_).c_str(), value.data(), value.size());
-  if (set != PG_OK) return store_failure(set, "publishing this rank's host identity", "");
+  if (const Status set = kit::Store(store_).set(host_key(rank_), value); !set.ok()) {
+    return store_failure(set.code, "publishing this rank's host identity", "");
+  }
   // Above connect_all_max, reading every identity would cost size store reads per rank: such
   // groups trust the launcher's LOCAL_WORLD_SIZE and look a peer up when first connecting.
   if (size_ > tuning_.connect_all_max) {
@@ -86,16 +86,12 @@ Status UcxGroup::discover_hosts() {
 }
 
 Status UcxGroup::read_host(int peer) {
-  void* data = nullptr;
-  uint64_t length = 0;
-  const pg_status_t st =
-      store_->get(store_->ctx, host_key(peer).c_str(), timeout_.count(), &data, &length);
-  if (st != PG_OK) {
-    return store_failure(st, "reading rank " + std::to_string(peer) + "'s host identity",
+  std::string theirs;
+  if (const Status st = kit::Store(store_).get(host_key(peer), timeout_.count(), &theirs);
+      !st.ok()) {
+    return store_failure(st.code, "reading rank " + std::to_string(peer) + "'s host identity",
                          "rank " + std::to_string(peer) + " never published its host identity");
   }
-  const std::string theirs(static_cast<const char*>(data), length);
-  store_->free_value(store_->ctx, data);
   host_known_[peer] = 1;
   const size_t cut = theirs.rfind('\n');
   if (cut == identity_.size() && theirs.compare(0, cut, identity_) == 0) {
