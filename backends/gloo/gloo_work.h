@@ -12,40 +12,34 @@
 #define PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "gloo_p2p.h"
+#include "procgroup/backend_kit/work.hpp"
 #include "procgroup/procgroup_backend.h"
 
 namespace procgroup::gloo_backend {
 
-using Clock = std::chrono::steady_clock;
+using kit::Clock;
 
-class Work {
+// complete(status, message) (once; later calls change nothing and return false), test()
+// and notify_on_complete() are kit::Completion's.
+class Work : public kit::Completion {
  public:
   Work(const pg_backend_op_t& op, const Plan& plan, uint32_t tag, Clock::time_point deadline);
 
   const pg_backend_op_t& op() const { return op_; }
   const Plan& plan() const { return plan_; }  // made once, when the op was issued
-  uint32_t tag() const { return tag_; }  // the collective tag, the same on every rank
+  uint32_t tag() const { return tag_; }       // the collective tag, the same on every rank
   Clock::time_point deadline() const { return deadline_; }
   bool is_p2p() const { return op_.op == PG_OP_SEND || op_.op == PG_OP_RECV; }
   std::string label() const;  // "allreduce #12"
 
-  // Completes the work once; later calls change nothing and return false.
-  bool complete(pg_status_t status, std::string message);
-  // PG_OK, PG_PENDING or the error (*message gets its text).
-  pg_status_t test(std::string* message) const;
   // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (every
   // work ends by then: the group enforces the deadline).
   pg_status_t wait(int64_t timeout_ms, std::string* message) const;
-  // Calls done(user) once when the work completes, on the completing thread (here if it
-  // has already), outside the work's lock. false if a notice was asked for already.
-  bool notify_on_complete(pg_backend_work_done_fn done, void* user);
 
   // A posted send/recv, owned by the thread that waits on it.
   std::unique_ptr<P2pTransfer> p2p;
@@ -55,14 +49,6 @@ class Work {
   const Plan plan_;
   const uint32_t tag_;
   const Clock::time_point deadline_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool done_ = false;
-  pg_status_t status_ = PG_PENDING;
-  std::string message_;
-  pg_backend_work_done_fn done_fn_ = nullptr;
-  void* done_user_ = nullptr;
-  bool notice_asked_ = false;
 };
 
 }  // namespace procgroup::gloo_backend
