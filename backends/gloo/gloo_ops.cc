@@ -11,7 +11,8 @@
 //                   scratch copy of the outgoing blocks
 //   barrier         gloo::barrier (dissemination)
 //   send/recv       gloo_p2p.h (unbound buffers behind a size header)
-// A group of one copies locally; n == 0 is a no-op. AVG is SUM, then host->scale_down.
+// A group of one copies locally; n == 0 is a no-op. Reductions run the core's kernels
+// (kit::reduce_to through the host services); AVG is SUM, then kit::scale_down.
 #include "gloo_ops.h"
 
 #include <gloo/allgather.h>
@@ -28,9 +29,9 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
-#include "gloo_dtype.h"
 #include "gloo_plan.h"
 
 namespace procgroup::gloo_backend {
@@ -52,6 +53,19 @@ T* typed(const std::byte* p) {
   return reinterpret_cast<T*>(const_cast<std::byte*>(p));
 }
 
+// gloo's reduce function, out[i] = a[i] op b[i] (out may be a or b): the core's kernel for
+// (dtype, op), AVG as SUM. Not gloo's own f16 operators: gloo::float16's assignment skips
+// the store when the old bits, read as an integer, equal the new value, which leaves stale
+// results (docs/benchmarks.md). The kernel cannot fail for a planned op with the host
+// negotiated for kernels; if it did, the exception fails the work as gloo's own would.
+gloo::AllreduceOptions::Func reduce_function(const OpEnv& env, const Plan& p, int32_t op) {
+  return [host = env.host, dtype = p.dtype, op = static_cast<pg_reduce_op_t>(op)](
+             void* out, const void* a, const void* b, size_t n) {
+    const Status st = kit::reduce_to(host, out, a, b, n, dtype, op);
+    if (!st.ok()) throw std::runtime_error(st.message);
+  };
+}
+
 gloo::AllreduceOptions::Algorithm algorithm(const OpEnv& env, size_t bytes) {
   switch (env.allreduce) {
     case AllreduceChoice::kRing: return gloo::AllreduceOptions::Algorithm::RING;
@@ -69,7 +83,7 @@ void allreduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, const
   o.setTag(env.tag);
   o.setTimeout(env.timeout);
   o.setAlgorithm(algorithm(env, static_cast<size_t>(n) * p.es));
-  o.setReduceFunction(reduce_function(p.dtype, op.reduce_op));
+  o.setReduceFunction(reduce_function(env, p, op.reduce_op));
   with_storage(p.es, [&](auto t) {
     using T = decltype(t);
     if (in != nullptr) o.template setInput<T>(typed<T>(in), n);
@@ -80,10 +94,8 @@ void allreduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, const
 
 Status finish_avg(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, std::byte* data) {
   if (op.reduce_op != PG_REDUCE_AVG || data == nullptr) return {};
-  const pg_status_t st =
-      env.host->scale_down(env.host->ctx, data, p.n, p.dtype, static_cast<uint64_t>(env.size));
-  if (st == PG_OK) return {};
-  return Status::error(st, op_label(op) + ": the host's scale_down failed for avg");
+  const Status st = kit::scale_down(env.host, data, p.n, p.dtype, static_cast<uint64_t>(env.size));
+  return st.ok() ? st : Status::error(st.code, op_label(op) + ": avg: " + st.message);
 }
 
 // A group of one: every operation is a copy of this rank's n elements (or nothing).
@@ -101,7 +113,7 @@ Status run_reduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   o.setRoot(op.root);
   o.setTag(env.tag);
   o.setTimeout(env.timeout);
-  o.setReduceFunction(reduce_function(p.dtype, op.reduce_op));
+  o.setReduceFunction(reduce_function(env, p, op.reduce_op));
   with_storage(p.es, [&](auto t) {
     using T = decltype(t);
     if (!p.in_place) o.template setInput<T>(typed<T>(p.in), p.n);

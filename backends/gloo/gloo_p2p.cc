@@ -5,8 +5,6 @@
 #include <cstring>
 #include <string>
 
-#include "gloo_dtype.h"
-
 namespace procgroup::gloo_backend {
 namespace {
 
@@ -30,8 +28,8 @@ std::chrono::milliseconds left_until(Clock::time_point deadline) {
 }
 
 std::string describe(uint16_t dtype, uint64_t nbytes) {
-  const size_t es = dtype_size(static_cast<pg_dtype_t>(dtype));
-  std::string text = std::string(dtype_name(static_cast<pg_dtype_t>(dtype)));
+  const size_t es = kit::dtype_size(static_cast<pg_dtype_t>(dtype));
+  std::string text = std::string(kit::dtype_name(static_cast<pg_dtype_t>(dtype)));
   if (es > 0 && nbytes % es == 0) return text + " x " + std::to_string(nbytes / es);
   return text + ", " + std::to_string(nbytes) + " bytes";
 }
