@@ -14,27 +14,22 @@
 #include "runner.h"
 
 int main(int argc, char** argv) {
-  using procgroup::bench::MpiCommunicator;
-  using procgroup::bench::MpiEngine;
-  using procgroup::bench::MpiSession;
-  using procgroup::bench::parse_options;
-  using procgroup::bench::ParsedOptions;
-  using procgroup::bench::run_benchmark;
-  using procgroup::bench::RunInfo;
+  namespace bench = procgroup::bench;
   constexpr const char* kDescription =
       "mpi_collbench: time one MPI collective over a range of sizes, with collbench's options "
       "and output. Launch under mpirun.";
-  const ParsedOptions parsed = parse_options(argc, argv, {"mpi_collbench", kDescription, false});
+  const bench::ParsedOptions parsed =
+      bench::parse_options(argc, argv, {"mpi_collbench", kDescription, false});
   if (!parsed.run) return parsed.exit_code;
   try {
-    MpiSession session(&argc, &argv);
+    bench::MpiSession session(&argc, &argv);
     int status = 1;
     try {
-      MpiCommunicator comm;
-      MpiEngine engine;
-      RunInfo info{"mpi_collbench", "mpi",         MpiSession::library_version(), "",
-                   comm.size(),     parsed.options};
-      status = run_benchmark(info, comm, engine, nullptr);
+      bench::MpiCommunicator comm;
+      bench::MpiEngine engine;
+      bench::RunInfo info{"mpi_collbench", "mpi",         bench::MpiSession::library_version(), "",
+                          comm.size(),     parsed.options};
+      status = bench::run_benchmark(info, comm, engine, nullptr);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mpi_collbench: %s\n", e.what());
       MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks may be waiting in a collective

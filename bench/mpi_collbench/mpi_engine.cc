@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "host_math.h"
@@ -65,6 +66,17 @@ MPI_Datatype two_bytes() {
 }
 
 void* in_place_or(bool in_place, void* buffer) { return in_place ? MPI_IN_PLACE : buffer; }
+
+// One operation with the same arguments either way: the blocking function when requests is
+// null, else the nonblocking one, its request appended.
+template <typename Blocking, typename Nonblocking, typename... Args>
+void issue(const char* name, std::vector<MPI_Request>* requests, Blocking blocking,
+           Nonblocking nonblocking, Args... args) {
+  if constexpr (!std::is_null_pointer_v<Blocking>) {
+    if (requests == nullptr) return check(blocking(args...), name);
+  }
+  check(nonblocking(args..., &requests->emplace_back(MPI_REQUEST_NULL)), name);
+}
 
 }  // namespace
 
@@ -182,77 +194,36 @@ void MpiEngine::start(const OpCall& c, MPI_Datatype type, MPI_Op op, int count,
                       std::vector<MPI_Request>* requests) {
   const MPI_Comm world = MPI_COMM_WORLD;
   const bool root = rank_ == c.root;
-  // The blocking call, or the nonblocking one with its request appended.
-  const auto call = [requests](const char* name, const auto& blocking, const auto& nonblocking) {
-    if (requests == nullptr) return check(blocking(), name);
-    check(nonblocking(&requests->emplace_back(MPI_REQUEST_NULL)), name);
-  };
+  void* in = in_place_or(c.in_place, c.input);
   switch (c.op) {
-    case Coll::kAllreduce: {
-      void* in = in_place_or(c.in_place, c.input);
-      return call(
-          "MPI_Allreduce", [&] { return MPI_Allreduce(in, c.output, count, type, op, world); },
-          [&](MPI_Request* r) { return MPI_Iallreduce(in, c.output, count, type, op, world, r); });
-    }
-    case Coll::kReduceScatter: {
-      void* in = in_place_or(c.in_place, c.input);
-      return call(
-          "MPI_Reduce_scatter_block",
-          [&] { return MPI_Reduce_scatter_block(in, c.output, count, type, op, world); },
-          [&](MPI_Request* r) {
-            return MPI_Ireduce_scatter_block(in, c.output, count, type, op, world, r);
-          });
-    }
-    case Coll::kReduce: {
-      void* in = in_place_or(c.in_place && root, c.input);
-      return call(
-          "MPI_Reduce", [&] { return MPI_Reduce(in, c.output, count, type, op, c.root, world); },
-          [&](MPI_Request* r) {
-            return MPI_Ireduce(in, c.output, count, type, op, c.root, world, r);
-          });
-    }
+    case Coll::kAllreduce:
+      return issue("MPI_Allreduce", requests, MPI_Allreduce, MPI_Iallreduce, in, c.output, count,
+                   type, op, world);
+    case Coll::kReduceScatter:
+      return issue("MPI_Reduce_scatter_block", requests, MPI_Reduce_scatter_block,
+                   MPI_Ireduce_scatter_block, in, c.output, count, type, op, world);
+    case Coll::kReduce:
+      return issue("MPI_Reduce", requests, MPI_Reduce, MPI_Ireduce,
+                   in_place_or(c.in_place && root, c.input), c.output, count, type, op, c.root,
+                   world);
     case Coll::kBroadcast:
       // MPI_Bcast has one buffer: out of place, the root copies its input first (as Gloo does).
       if (root && !c.in_place) std::memcpy(c.output, c.input, c.layout.count * dtype_size(c.dtype));
-      return call(
-          "MPI_Bcast", [&] { return MPI_Bcast(c.output, count, type, c.root, world); },
-          [&](MPI_Request* r) { return MPI_Ibcast(c.output, count, type, c.root, world, r); });
-    case Coll::kAllgather: {
-      void* in = in_place_or(c.in_place, c.input);
-      return call(
-          "MPI_Allgather",
-          [&] { return MPI_Allgather(in, count, type, c.output, count, type, world); },
-          [&](MPI_Request* r) {
-            return MPI_Iallgather(in, count, type, c.output, count, type, world, r);
-          });
-    }
-    case Coll::kGather: {
-      void* in = in_place_or(c.in_place && root, c.input);
-      return call(
-          "MPI_Gather",
-          [&] { return MPI_Gather(in, count, type, c.output, count, type, c.root, world); },
-          [&](MPI_Request* r) {
-            return MPI_Igather(in, count, type, c.output, count, type, c.root, world, r);
-          });
-    }
-    case Coll::kScatter: {
-      void* out = in_place_or(c.in_place && root, c.output);
-      return call(
-          "MPI_Scatter",
-          [&] { return MPI_Scatter(c.input, count, type, out, count, type, c.root, world); },
-          [&](MPI_Request* r) {
-            return MPI_Iscatter(c.input, count, type, out, count, type, c.root, world, r);
-          });
-    }
-    case Coll::kAlltoall: {
-      void* in = in_place_or(c.in_place, c.input);
-      return call(
-          "MPI_Alltoall",
-          [&] { return MPI_Alltoall(in, count, type, c.output, count, type, world); },
-          [&](MPI_Request* r) {
-            return MPI_Ialltoall(in, count, type, c.output, count, type, world, r);
-          });
-    }
+      return issue("MPI_Bcast", requests, MPI_Bcast, MPI_Ibcast, c.output, count, type, c.root,
+                   world);
+    case Coll::kAllgather:
+      return issue("MPI_Allgather", requests, MPI_Allgather, MPI_Iallgather, in, count, type,
+                   c.output, count, type, world);
+    case Coll::kGather:
+      return issue("MPI_Gather", requests, MPI_Gather, MPI_Igather,
+                   in_place_or(c.in_place && root, c.input), count, type, c.output, count, type,
+                   c.root, world);
+    case Coll::kScatter:
+      return issue("MPI_Scatter", requests, MPI_Scatter, MPI_Iscatter, c.input, count, type,
+                   in_place_or(c.in_place && root, c.output), count, type, c.root, world);
+    case Coll::kAlltoall:
+      return issue("MPI_Alltoall", requests, MPI_Alltoall, MPI_Ialltoall, in, count, type, c.output,
+                   count, type, world);
     case Coll::kSendrecv: {
       const int to = (rank_ + 1) % size_;
       const int from = (rank_ + size_ - 1) % size_;
@@ -261,12 +232,8 @@ void MpiEngine::start(const OpCall& c, MPI_Datatype type, MPI_Op op, int count,
                                   world, MPI_STATUS_IGNORE),
                      "MPI_Sendrecv");
       }
-      check(MPI_Irecv(c.output, count, type, from, 0, world,
-                      &requests->emplace_back(MPI_REQUEST_NULL)),
-            "MPI_Irecv");
-      check(
-          MPI_Isend(c.input, count, type, to, 0, world, &requests->emplace_back(MPI_REQUEST_NULL)),
-          "MPI_Isend");
+      issue("MPI_Irecv", requests, nullptr, MPI_Irecv, c.output, count, type, from, 0, world);
+      issue("MPI_Isend", requests, nullptr, MPI_Isend, c.input, count, type, to, 0, world);
       return;
     }
   }

@@ -136,7 +136,7 @@ awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v m
       }
       printf "%12d %5s %5s %11.2f %9.4f %11.2f %9.4f %7.3f %13s %7.3f %8.2f %8.2f\n", f[1], f[2], f[3], \
         median("pgt", k), pb, median("mpit", k), mb, (mb > 0 ? pb / mb : 0), \
-        (lo == "" ? "n/a" : sprintf("%.2f..%.2f", lo, hi)), (mi > 0 ? pi / mi : 0), \
+        (lo == "" ? "n/a" : sprintf("%.3g..%.3g", lo, hi)), (mi > 0 ? pi / mi : 0), \
         median("mc", k), median("rd", k)
     }
   }' "${files[@]}"
