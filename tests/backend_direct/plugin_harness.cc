@@ -87,17 +87,6 @@ std::vector<std::string> logged() {
   return g_log;
 }
 
-pg_status_t refuse_reduce(void*, void*, const void*, uint64_t, pg_dtype_t, pg_reduce_op_t) {
-  direct::internal::host_set_error(nullptr, "test host: the plugin should not call host->reduce");
-  return PG_ERR_INTERNAL;
-}
-
-pg_status_t refuse_scale_down(void*, void*, uint64_t, pg_dtype_t, uint64_t) {
-  direct::internal::host_set_error(nullptr,
-                                   "test host: the plugin should not call host->scale_down");
-  return PG_ERR_INTERNAL;
-}
-
 // ---- Plugin -------------------------------------------------------------------------------
 
 Plugin::Plugin(const PluginUnderTest& plugin, uint32_t min_version, uint32_t max_version) {

@@ -55,11 +55,10 @@ pg_host_services_t make_host(HostReduceFn reduce, HostScaleDownFn scale_down);
 // Every line the plugin logged in this process, any level.
 std::vector<std::string> logged();
 
-// Kernels for a plugin that reduces and scales by itself: a call is a test failure.
-pg_status_t refuse_reduce(void* ctx, void* inout, const void* in, uint64_t count, pg_dtype_t dtype,
-                          pg_reduce_op_t op);
-pg_status_t refuse_scale_down(void* ctx, void* data, uint64_t count, pg_dtype_t dtype,
-                              uint64_t divisor);
+// The core's own kernels (pg_collectives), as libprocgroup's host services hand them to a
+// plugin, failures reported through set_error. Without reduce_to the table ends where an
+// older core's does. scale_down may be replaced by a test's own, independent one.
+pg_host_services_t host_with_core_kernels(bool with_reduce_to = true);
 
 // ---- The plugin ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-// The gloo direct tests' host: scale_down for every dtype, independent f16/bf16 encodings,
+// The gloo direct tests' host: the core's reduce kernels, its own scale_down for every dtype, independent f16/bf16 encodings,
 // and the plugin under test (see gloo_test_support.h). The rest is plugin_harness.h's.
 #include <algorithm>
 #include <cmath>
@@ -75,9 +75,13 @@ double decode(uint16_t bits, int mant, int ebits) {
 }  // namespace
 
 const plugin_harness::PluginUnderTest& gloo_plugin() {
-  // The plugin reduces by itself but scales AVG through the host.
-  static const pg_host_services_t host =
-      plugin_harness::make_host(&plugin_harness::refuse_reduce, &host_scale_down);
+  // The plugin reduces with the host's kernels (gloo's reduce function calls reduce_to) and
+  // scales AVG through the host: the core's reduce kernels, this file's own scale_down.
+  static const pg_host_services_t host = [] {
+    pg_host_services_t h = plugin_harness::host_with_core_kernels();
+    h.scale_down = &host_scale_down;
+    return h;
+  }();
   static const plugin_harness::PluginUnderTest plugin = {PG_GLOO_PATH, &host, "gloo", 90};
   return plugin;
 }

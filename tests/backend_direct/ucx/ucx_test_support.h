@@ -24,8 +24,7 @@ using plugin_harness::WorldOptions;
 
 const plugin_harness::PluginUnderTest& ucx_plugin();
 
-// The test host with the core's kernels; without reduce_to, as an older core's table ends.
-pg_host_services_t host_with_core_kernels(bool with_reduce_to);
+using plugin_harness::host_with_core_kernels;
 
 class Plugin : public plugin_harness::Plugin {
  public:
