@@ -1,6 +1,8 @@
 // A point in time after which a blocking call gives up, on the steady clock.
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -24,10 +26,34 @@ class Deadline {
     if (left < Millis(0)) return Millis(0);
     return left < max ? left : max;
   }
+  // remaining(max) for a caller that slices a wait: where the deadline is well beyond max
+  // (the common case), a coarse clock read decides it (~10 ns on a VM, against ~50 ns for
+  // steady_clock). The coarse clock is the same monotonic clock as of its last tick, so it
+  // can only overstate what is left, by at most a tick: the margin covers that.
+  Millis slice(Millis max) const {
+    if (at_ == Clock::time_point::max()) return max;
+    if (at_ - coarse_now() > max + coarse_margin()) return max;
+    return remaining(max);
+  }
   // The earlier of two deadlines.
   Deadline min(const Deadline& other) const { return at_ < other.at_ ? *this : other; }
 
  private:
+  static Clock::time_point coarse_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  }
+  static Clock::duration coarse_margin() {
+    static const Clock::duration margin = [] {
+      timespec res{};
+      clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+      return 2 * (std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec)) +
+             Millis(1);
+    }();
+    return margin;
+  }
+
   Clock::time_point at_;
 };
 

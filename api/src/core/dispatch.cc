@@ -103,7 +103,8 @@ Status run_emulated(GroupState& group, const OpArgs& a, uint64_t seq, Deadline d
 }
 
 // Submits natively; the backend work is adopted by *work.
-Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadline deadline,
+// timeout: what is left of the op's timeout now (the plugin's op.timeout_ms).
+Status submit_native(GroupState& group, const Route& route, uint64_t seq, Millis timeout,
                      WorkState& work) {
   const Plugin& p = group.plugin();
   OpArgs args = route.args;
@@ -114,7 +115,7 @@ Status submit_native(GroupState& group, const Route& route, uint64_t seq, Deadli
     args.input = pg_buffer_cpu(scratch.get(), 1, args.dtype);
     args.output = args.input;
   }
-  pg_backend_op_t op = backend_op_of(args, seq, deadline.remaining(Millis(INT64_MAX / 2)).count());
+  pg_backend_op_t op = backend_op_of(args, seq, timeout.count());
   pg_backend_work_t backend_work = nullptr;
   trace_op_started(group.timeline(), work.trace());
   PG_RETURN_IF_ERROR(call_plugin(p.name, op_name(args.op), [&] {
@@ -140,15 +141,16 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
   const uint64_t seq = p2p ? 0 : group.next_seq();
   const bool check = group.debug_detail() && !p2p;
   Millis timeout = args.options.timeout_ms > 0 ? Millis(args.options.timeout_ms) : group.timeout();
-  Deadline deadline = Deadline::after(timeout);
+  const Clock::time_point now = Clock::now();  // the one clock read of the issue path
+  const Deadline deadline(now + timeout);
   OpLabel label{args, seq};
-  const uint64_t trace_id = group.recorder().start(label);
+  const uint64_t trace_id = group.recorder().start(label, now);
   OpTrace trace = trace_op_issued(group.timeline(), group.timeline_track(), label);
   auto state =
       std::make_shared<WorkState>(group.weak_from_this(), label, deadline, trace_id, trace);
   const bool native = route.kind == Route::kNative;
   if (native && !check && !group.runner().busy()) {
-    Status submitted = submit_native(group, route, seq, deadline, *state);
+    Status submitted = submit_native(group, route, seq, timeout, *state);
     if (!submitted.ok()) {
       Status failure = submitted.with_context(label.to_string());
       state->complete(failure);  // records it and fails the group if it was fatal
@@ -174,7 +176,7 @@ Status submit_op(GroupState& group, const OpArgs& args, std::shared_ptr<WorkStat
       Status status = owner->check_not_failed();
       if (status.ok() && check) status = check_fingerprints(*owner, route.args, label.seq, deadline);
       if (status.ok() && route.kind == Route::kNative) {
-        status = submit_native(*owner, route, label.seq, deadline, *state);
+        status = submit_native(*owner, route, label.seq, deadline.remaining(), *state);
         if (status.ok()) return;  // the adopted backend work completes it
       } else if (status.ok()) {
         trace_op_started(owner->timeline(), state->trace());

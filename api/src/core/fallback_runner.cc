@@ -5,13 +5,15 @@ namespace procgroup::detail {
 void FallbackRunner::post(std::function<void()> task) {
   std::lock_guard lock(mutex_);
   queue_.push_back(std::move(task));
+  unfinished_.fetch_add(1, std::memory_order_relaxed);
   if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { loop(); });
   cv_.notify_one();
 }
 
 bool FallbackRunner::busy() {
-  std::lock_guard lock(mutex_);
-  return running_task_ || !queue_.empty();
+  // A task's effects happen before its decrement (release), so a caller that sees 0 also
+  // sees everything the runner did.
+  return unfinished_.load(std::memory_order_acquire) != 0;
 }
 
 void FallbackRunner::stop() {
@@ -28,7 +30,10 @@ void FallbackRunner::stop() {
     std::lock_guard lock(mutex_);
     rest.swap(queue_);
   }
-  for (auto& task : rest) task();
+  for (auto& task : rest) {
+    task();
+    unfinished_.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 void FallbackRunner::loop() {
@@ -38,11 +43,10 @@ void FallbackRunner::loop() {
     if (queue_.empty()) return;  // stopping and drained
     auto task = std::move(queue_.front());
     queue_.pop_front();
-    running_task_ = true;
     lock.unlock();
     task();
+    unfinished_.fetch_sub(1, std::memory_order_release);
     lock.lock();
-    running_task_ = false;
   }
 }
 

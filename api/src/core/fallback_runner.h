@@ -2,6 +2,7 @@
 // its own (started on first use: groups whose backend does everything never start it).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -33,7 +34,8 @@ class FallbackRunner {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
-  bool running_task_ = false;
+  // Tasks posted and not yet finished: busy() reads it on every native operation's path.
+  std::atomic<size_t> unfinished_{0};
   bool stopping_ = false;
   std::thread thread_;
 };

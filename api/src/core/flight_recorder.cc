@@ -6,11 +6,11 @@
 
 namespace procgroup::detail {
 
-uint64_t FlightRecorder::start(const OpLabel& label) {
+uint64_t FlightRecorder::start(const OpLabel& label, Clock::time_point now) {
   std::lock_guard lock(mutex_);
   const uint64_t id = next_id_++;
   Entry& e = ring_[id % ring_.size()];
-  e = Entry{id, label, Clock::now(), std::nullopt, PG_PENDING};
+  e = Entry{id, label, now, std::nullopt, PG_PENDING};
   return id;
 }
 

@@ -30,7 +30,7 @@ class FlightRecorder {
 
   explicit FlightRecorder(size_t capacity) : ring_(capacity) {}
 
-  uint64_t start(const OpLabel& label);
+  uint64_t start(const OpLabel& label, Clock::time_point now);  // now: when it was issued
   void finish(uint64_t id, pg_status_t status);
   std::vector<Entry> snapshot() const;  // oldest first
   Progress progress() const;

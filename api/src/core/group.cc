@@ -139,6 +139,7 @@ Status GroupState::create_backend_group(const SplitFrom* from) {
 }
 
 Status GroupState::check_not_failed() {
+  if (!troubled_.load(std::memory_order_acquire)) return ok_status();
   std::lock_guard lock(mutex_);
   if (failure_)
     return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
@@ -147,11 +148,13 @@ Status GroupState::check_not_failed() {
 }
 
 Status GroupState::check_usable() {
-  {
-    std::lock_guard lock(mutex_);
-    if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
-  }
-  return check_not_failed();
+  if (!troubled_.load(std::memory_order_acquire)) return ok_status();
+  std::lock_guard lock(mutex_);
+  if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
+  if (failure_)
+    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
+                      failure_->to_string());
+  return ok_status();
 }
 
 Status GroupState::mark_failed(const Status& failure) {
@@ -189,6 +192,7 @@ void GroupState::abort(const Status& reason) {
   {
     std::lock_guard lock(mutex_);
     if (!failure_) failure_ = reason;
+    troubled_.store(true, std::memory_order_release);
     if (aborted_) return;
     aborted_ = true;
   }
@@ -254,6 +258,7 @@ Status GroupState::destroy() {
     std::lock_guard lock(mutex_);
     if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' destroyed twice", id_);
     destroyed_ = true;
+    troubled_.store(true, std::memory_order_release);
     for (auto& weak : works_)
       if (auto work = weak.lock()) outstanding.push_back(std::move(work));
     works_.clear();

@@ -153,6 +153,9 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   std::optional<Status> failure_;
   bool aborted_ = false;
   bool destroyed_ = false;
+  // Set (under mutex_) once failure_ or destroyed_ is: the checks on every operation's
+  // path read it without the lock while the group is healthy.
+  std::atomic<bool> troubled_{false};
   std::vector<std::weak_ptr<WorkState>> works_;
   std::vector<std::weak_ptr<WorkState>> native_works_;
   std::vector<std::shared_ptr<WorkState>> detached_;

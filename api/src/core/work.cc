@@ -154,10 +154,7 @@ void WorkState::release_backend_work_locked() {
   backend_work_ = nullptr;
 }
 
-bool WorkState::done() {
-  std::lock_guard lock(mutex_);
-  return done_;
-}
+bool WorkState::done() { return done_.load(std::memory_order_acquire); }
 
 const Status& WorkState::finish_locked(Status status) {
   if (status.ok() && on_success_) status = on_success_();
@@ -171,8 +168,8 @@ const Status& WorkState::finish_locked(Status status) {
     if (trace_id_ != 0) group->recorder().finish(trace_id_, status.code());
     if (trace_.on()) trace_op_ended(group->timeline(), trace_, label_, group->id(), status);
   }
-  done_ = true;
   status_ = std::move(status);
+  done_.store(true, std::memory_order_release);
   callback_due_.store(static_cast<bool>(callback_), std::memory_order_release);
   cv_.notify_all();
   return status_;
@@ -234,7 +231,7 @@ Status WorkState::wait_unfired(Deadline wait_deadline) {
     if (backend_work_ != nullptr) {
       // Poll in slices so an abort from another thread (which the backend turns into
       // a prompt failure) and the deadline are both noticed.
-      Status status = poll_backend_locked(until.remaining(Millis(100)));
+      Status status = poll_backend_locked(until.slice(Millis(100)));
       if (status.code() != PG_PENDING) return status;
     } else {
       cv_.wait_until(lock, until.at() == Clock::time_point::max()

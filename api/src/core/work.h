@@ -91,7 +91,7 @@ class WorkState : public std::enable_shared_from_this<WorkState> {
   const OpTrace trace_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool done_ = false;
+  std::atomic<bool> done_{false};  // written under mutex_; done() reads it without
   Status status_;
   const pg_backend_ops_t* ops_ = nullptr;
   std::string backend_;
