@@ -11,6 +11,14 @@ namespace procgroup::detail {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
+// The steady clock as of its last tick (CLOCK_MONOTONIC_COARSE: 4 ms here), at a fifth of
+// Clock::now()'s cost on a VM. Never ahead of Clock::now(), at most a tick behind.
+inline Clock::time_point coarse_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
 class Deadline {
  public:
   static Deadline after(Millis timeout) { return Deadline(Clock::now() + timeout); }
@@ -39,11 +47,6 @@ class Deadline {
   Deadline min(const Deadline& other) const { return at_ < other.at_ ? *this : other; }
 
  private:
-  static Clock::time_point coarse_now() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-  }
   static Clock::duration coarse_margin() {
     static const Clock::duration margin = [] {
       timespec res{};

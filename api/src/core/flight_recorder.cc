@@ -18,7 +18,7 @@ void FlightRecorder::finish(uint64_t id, pg_status_t status) {
   std::lock_guard lock(mutex_);
   Entry& e = ring_[id % ring_.size()];
   if (e.id == id && !e.end) {
-    e.end = Clock::now();
+    e.end = std::max(coarse_now(), e.start);  // to the tick: enough to tell slow from hung
     e.status = status;
     if (status == PG_OK) last_completed_seq_ = std::max(last_completed_seq_, e.label.seq);
   }

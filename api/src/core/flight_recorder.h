@@ -19,7 +19,7 @@ class FlightRecorder {
     uint64_t id = 0;  // local issue order, counting send/recv too
     OpLabel label;
     Clock::time_point start;
-    std::optional<Clock::time_point> end;
+    std::optional<Clock::time_point> end;  // coarse_now(): to a clock tick
     pg_status_t status = PG_PENDING;
   };
   // What a rank is doing, for the cross-rank summary.
