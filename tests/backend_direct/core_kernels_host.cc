@@ -24,8 +24,7 @@ pg_status_t core_reduce_to(void*, void* out, const void* a, const void* b, uint6
   return reported(detail::reduce_to(out, a, b, count, dtype, op));
 }
 
-pg_status_t core_scale_down(void*, void* data, uint64_t count, pg_dtype_t dtype,
-                            uint64_t divisor) {
+pg_status_t core_scale_down(void*, void* data, uint64_t count, pg_dtype_t dtype, uint64_t divisor) {
   return reported(detail::scale_down(data, count, dtype, divisor));
 }
 

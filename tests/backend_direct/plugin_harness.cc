@@ -37,7 +37,7 @@ void host_log(void* ctx, int32_t level, const char* backend, const char* message
 }
 
 std::string hex(const std::string& key) {
-  static const char kDigits[] = "0123456789abcdef";
+  static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : key) {
     out += kDigits[c >> 4];
@@ -51,22 +51,22 @@ FileStore* self(void* ctx) { return static_cast<FileStore*>(ctx); }
 }  // namespace
 
 const char* status_name(pg_status_t s) {
-  static const char* const kNames[] = {"PG_OK",
-                                       "PG_PENDING",
-                                       "PG_ERR_INVALID_ARGUMENT",
-                                       "PG_ERR_UNSUPPORTED",
-                                       "PG_ERR_TIMEOUT",
-                                       "PG_ERR_PEER_LOST",
-                                       "PG_ERR_ABORTED",
-                                       "PG_ERR_MISMATCH",
-                                       "PG_ERR_BACKEND_NOT_FOUND",
-                                       "PG_ERR_ABI_MISMATCH",
-                                       "PG_ERR_BACKEND",
-                                       "PG_ERR_STORE",
-                                       "PG_ERR_AUTH",
-                                       "PG_ERR_OUT_OF_MEMORY",
-                                       "PG_ERR_CONFIG",
-                                       "PG_ERR_INTERNAL"};
+  static constexpr const char* kNames[] = {"PG_OK",
+                                           "PG_PENDING",
+                                           "PG_ERR_INVALID_ARGUMENT",
+                                           "PG_ERR_UNSUPPORTED",
+                                           "PG_ERR_TIMEOUT",
+                                           "PG_ERR_PEER_LOST",
+                                           "PG_ERR_ABORTED",
+                                           "PG_ERR_MISMATCH",
+                                           "PG_ERR_BACKEND_NOT_FOUND",
+                                           "PG_ERR_ABI_MISMATCH",
+                                           "PG_ERR_BACKEND",
+                                           "PG_ERR_STORE",
+                                           "PG_ERR_AUTH",
+                                           "PG_ERR_OUT_OF_MEMORY",
+                                           "PG_ERR_CONFIG",
+                                           "PG_ERR_INTERNAL"};
   return s >= 0 && s <= PG_ERR_INTERNAL ? kNames[s] : "unknown status";
 }
 
@@ -331,10 +331,11 @@ void run_world(const PluginUnderTest& plugin, int size, const WorldOptions& opti
 
 void expect_plan_taken(RankEnv& r) {
   const float mine = static_cast<float>(r.rank + 1);
-  const float sum = static_cast<float>(r.size * (r.size + 1) / 2);  // of every rank's `mine`
+  const int ranks_sum = r.size * (r.size + 1) / 2;  // of every rank's `mine`
+  const float sum = static_cast<float>(ranks_sum);
   std::vector<float> in(5, mine), out(5, 10 * mine);
-  pg_backend_op_t o = make_op(PG_OP_ALLREDUCE, cpu(in.data(), 5, PG_DTYPE_F32),
-                              cpu(out.data(), 5, PG_DTYPE_F32));
+  pg_backend_op_t o =
+      make_op(PG_OP_ALLREDUCE, cpu(in.data(), 5, PG_DTYPE_F32), cpu(out.data(), 5, PG_DTYPE_F32));
   r.expect_status(r.run(o), PG_OK, "unplanned allreduce");
   r.expect(out == std::vector<float>(5, sum), "unplanned, the plugin reduced the input");
   std::fill(out.begin(), out.end(), 10 * mine);

@@ -1,5 +1,6 @@
-// The gloo direct tests' host: the core's reduce kernels, its own scale_down for every dtype, independent f16/bf16 encodings,
-// and the plugin under test (see gloo_test_support.h). The rest is plugin_harness.h's.
+// The gloo direct tests' host: the core's reduce kernels, its own scale_down for every dtype,
+// independent f16/bf16 encodings, and the plugin under test (see gloo_test_support.h). The rest is
+// plugin_harness.h's.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -97,8 +98,10 @@ double host_scale(double value, pg_dtype_t dtype, uint64_t divisor) {
     case PG_DTYPE_F64: return value * (1.0 / static_cast<double>(divisor));
     case PG_DTYPE_F16: return from_f16(to_f16(static_cast<float>(value) * (1.0f / divisor)));
     case PG_DTYPE_BF16: return from_bf16(to_bf16(static_cast<float>(value) * (1.0f / divisor)));
-    default:
-      return static_cast<double>(static_cast<int64_t>(value) / static_cast<int64_t>(divisor));
+    default: {
+      const int64_t truncated = static_cast<int64_t>(value) / static_cast<int64_t>(divisor);
+      return static_cast<double>(truncated);
+    }
   }
 }
 
