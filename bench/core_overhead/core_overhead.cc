@@ -4,7 +4,10 @@
 // handoff dominates a round trip, so issuing and completing are also timed on their own:
 // those differences are the core's validation, dispatch and work tracking.
 //
-//   core_overhead [batches]
+//   core_overhead [batches] [plugin.so]   (default: the loopback plugin)
+//
+// A plugin that completes a one-rank op inline (ucx) has no thread handoff, so its columns
+// are the core's cost alone; the loopback's hand each op to a worker thread.
 #include <dlfcn.h>
 #include <sched.h>
 
@@ -122,6 +125,7 @@ std::pair<Timing, Timing> measure(Path& a, Path& b, int batches, int batch) {
 
 int main(int argc, char** argv) {
   const int batches = argc > 1 ? std::atoi(argv[1]) : 200;
+  const char* plugin = argc > 2 ? argv[2] : PG_LOOPBACK_PATH;
   // One CPU for the whole process (threads inherit it): otherwise whether a backend worker
   // shares the caller's core changes per run and swamps the difference being measured.
   cpu_set_t one;
@@ -130,8 +134,8 @@ int main(int argc, char** argv) {
   const bool pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
   float value = 1.0f;
 
-  // Direct: the loopback plugin's own table.
-  void* dl = dlopen(PG_LOOPBACK_PATH, RTLD_NOW | RTLD_LOCAL);
+  // Direct: the plugin's own table.
+  void* dl = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
   if (!dl) {
     std::fprintf(stderr, "core_overhead: %s\n", dlerror());
     return 1;
@@ -178,7 +182,7 @@ int main(int argc, char** argv) {
   // Through libprocgroup, on the same plugin file.
   pg_group_options_t o = PG_GROUP_OPTIONS_INIT;
   o.size = 1;
-  o.backend = PG_LOOPBACK_PATH;
+  o.backend = plugin;
   pg_group_t group = nullptr;
   if (pg_group_create(&o, &group) != PG_OK) die("pg_group_create");
   pg_buffer_t b = pg_buffer_cpu(&value, 1, PG_DTYPE_F32);
@@ -196,9 +200,9 @@ int main(int argc, char** argv) {
   out.ops->group_destroy(bg);
 
   std::printf(
-      "# 1-element f32 allreduce on loopback, 1 rank; median over %d alternating "
+      "# 1-element f32 allreduce on %s, 1 rank; median over %d alternating "
       "batches of 64%s\n",
-      batches, pinned ? "; process pinned to CPU 0" : "");
+      plugin, batches, pinned ? "; process pinned to CPU 0" : "");
   std::printf("%-34s %14s %14s %14s\n", "path", "issue ns/op", "complete ns/op", "round trip ns");
   std::printf("%-34s %14.0f %14.0f %14.0f\n", "plugin table directly", d.issue_ns, d.complete_ns,
               d.round_trip_ns);
