@@ -31,10 +31,10 @@ bool is_fatal(pg_status_t code) {
 // Drops released works, but only when the list has reached a power of two: amortised
 // O(1) per tracked work, and the list stays within twice the live works.
 template <class T>
-void prune_if_grown(std::vector<std::weak_ptr<T>>& list) {
+void prune_if_grown(std::vector<T>& list) {
   const size_t n = list.size();
   if (n < 64 || (n & (n - 1)) != 0) return;
-  std::erase_if(list, [](const std::weak_ptr<T>& w) { return w.expired(); });
+  std::erase_if(list, [](const T& t) { return t.work.expired(); });
 }
 
 }  // namespace
@@ -222,11 +222,7 @@ Status GroupState::describe_timeout(const OpLabel& label) const {
 void GroupState::track(const std::shared_ptr<WorkState>& work, bool native) {
   std::lock_guard lock(mutex_);
   prune_if_grown(works_);
-  works_.push_back(work);
-  if (native) {
-    prune_if_grown(native_works_);
-    native_works_.push_back(work);
-  }
+  works_.push_back(Tracked{work, native});
 }
 
 void GroupState::detach(std::shared_ptr<WorkState> work) {
@@ -247,8 +243,8 @@ void GroupState::detach(std::shared_ptr<WorkState> work) {
 std::vector<std::shared_ptr<WorkState>> GroupState::pending_native_works() {
   std::vector<std::shared_ptr<WorkState>> pending;
   std::lock_guard lock(mutex_);
-  for (auto& weak : native_works_)
-    if (auto work = weak.lock()) pending.push_back(std::move(work));
+  for (const Tracked& t : works_)
+    if (auto work = t.native ? t.work.lock() : nullptr) pending.push_back(std::move(work));
   return pending;
 }
 
@@ -259,10 +255,9 @@ Status GroupState::destroy() {
     if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' destroyed twice", id_);
     destroyed_ = true;
     troubled_.store(true, std::memory_order_release);
-    for (auto& weak : works_)
-      if (auto work = weak.lock()) outstanding.push_back(std::move(work));
+    for (const Tracked& t : works_)
+      if (auto work = t.work.lock()) outstanding.push_back(std::move(work));
     works_.clear();
-    native_works_.clear();
   }
   // Detached works are among the outstanding ones (detached_ keeps them alive).
   for (auto& work : outstanding) work->finish_before_group_destroy();

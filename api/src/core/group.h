@@ -156,8 +156,11 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // Set (under mutex_) once failure_ or destroyed_ is: the checks on every operation's
   // path read it without the lock while the group is healthy.
   std::atomic<bool> troubled_{false};
-  std::vector<std::weak_ptr<WorkState>> works_;
-  std::vector<std::weak_ptr<WorkState>> native_works_;
+  struct Tracked {
+    std::weak_ptr<WorkState> work;
+    bool native;  // submitted to the backend (not emulated): orders later emulated ones
+  };
+  std::vector<Tracked> works_;  // one list, one weak reference per work
   std::vector<std::shared_ptr<WorkState>> detached_;
 };
 
