@@ -107,9 +107,10 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   void settle(Op* op);
   void finalize(Op* op);
   // Polls until the work (null: every running op) is done, `until`, or (progress thread)
-  // a waiter wants the role. Returns whether it blocked in epoll at least once.
+  // a waiter wants the role. Returns whether it blocked in epoll at least once;
+  // *first_idle gets the time of its first idle round (its first clock read), if any.
   bool poll_until(std::unique_lock<std::mutex>& lock, const Work* work, Clock::time_point until,
-                  bool spin);
+                  bool spin, Clock::time_point* first_idle = nullptr);
   void progress_loop();
   int64_t block_us(Clock::time_point now, Clock::time_point until) const;
 

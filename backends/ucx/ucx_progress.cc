@@ -137,11 +137,13 @@ int64_t UcxGroup::block_us(Clock::time_point now, Clock::time_point until) const
 }
 
 bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
-                          Clock::time_point until, bool spin) {
+                          Clock::time_point until, bool spin, Clock::time_point* first_idle) {
   const auto spin_for = std::chrono::microseconds(spin ? spin_us_ : 0);
   bool blocked = false;
-  auto now = Clock::now();
-  auto last_event = now;
+  // The clock is first read at the first idle round: an op that completes at once (a small
+  // one, a peer already there) costs no read at all.
+  Clock::time_point now{};
+  Clock::time_point last_event{};
   auto nap = kFirstNap;
   unsigned idle_rounds = 0;
   for (;;) {
@@ -162,6 +164,7 @@ bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
     if (idle_rounds++ % 16 != 0) continue;
     now = Clock::now();
     if (last_event == Clock::time_point{}) last_event = now;
+    if (first_idle != nullptr && *first_idle == Clock::time_point{}) *first_idle = now;
     if (now >= next_deadline_check_) {
       next_deadline_check_ = now + kDeadlineCheck;
       check_local_peers(0);
@@ -211,13 +214,13 @@ void UcxGroup::wait_for(const Work& work, Clock::time_point until) {
   while (!work.done() && !shut_down_) {
     if (!poller_active_) {
       poller_active_ = true;
-      const auto started = Clock::now();
-      const bool blocked = poll_until(lock, &work, until, true);
+      Clock::time_point started{};  // when it first found nothing to do: it blocks only later
+      const bool blocked = poll_until(lock, &work, until, true, &started);
       poller_active_ = false;
       // Spinning pays when the answer comes within the spin limit: a wait that blocked
       // although it took less than the limit restores the full spin; a longer one (a slow
       // peer) halves it, so waiting on slow peers does not keep a core busy.
-      if (work.done() && blocked) {
+      if (work.done() && blocked && started != Clock::time_point{}) {
         const auto took =
             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
         spin_us_ = took.count() < tuning_.spin_us ? tuning_.spin_us
@@ -236,7 +239,7 @@ void UcxGroup::wait_for(const Work& work, Clock::time_point until) {
       waiters_cv_.wait_until(lock, std::min(until, Clock::now() + kDeadlineCheck * 10));
       --sleeping_waiters_;
     }
-    if (Clock::now() >= until) break;
+    if (work.done() || Clock::now() >= until) break;
   }
 }
 

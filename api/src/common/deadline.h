@@ -1,23 +1,18 @@
 // A point in time after which a blocking call gives up, on the steady clock.
 #pragma once
 
-#include <time.h>
-
 #include <chrono>
 #include <cstdint>
+
+#include "procgroup/backend_kit/work.hpp"
 
 namespace procgroup::detail {
 
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
-// The steady clock as of its last tick (CLOCK_MONOTONIC_COARSE: 4 ms here), at a fifth of
-// Clock::now()'s cost on a VM. Never ahead of Clock::now(), at most a tick behind.
-inline Clock::time_point coarse_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-}
+using kit::coarse_now;   // the steady clock as of its last tick, cheaply
+using kit::coarse_tick;
 
 class Deadline {
  public:
@@ -40,23 +35,13 @@ class Deadline {
   // can only overstate what is left, by at most a tick: the margin covers that.
   Millis slice(Millis max) const {
     if (at_ == Clock::time_point::max()) return max;
-    if (at_ - coarse_now() > max + coarse_margin()) return max;
+    if (at_ - coarse_now() > max + 2 * coarse_tick() + Millis(1)) return max;
     return remaining(max);
   }
   // The earlier of two deadlines.
   Deadline min(const Deadline& other) const { return at_ < other.at_ ? *this : other; }
 
  private:
-  static Clock::duration coarse_margin() {
-    static const Clock::duration margin = [] {
-      timespec res{};
-      clock_getres(CLOCK_MONOTONIC_COARSE, &res);
-      return 2 * (std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec)) +
-             Millis(1);
-    }();
-    return margin;
-  }
-
   Clock::time_point at_;
 };
 

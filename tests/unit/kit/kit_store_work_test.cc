@@ -118,5 +118,32 @@ TEST(KitCompletion, DeadlineAfterSaturates) {
   EXPECT_TRUE(before <= now && now <= Clock::now());
 }
 
+// The coarse clock is the steady clock as of its last tick: never ahead of it, behind by a
+// tick and the tick's lateness (4.6 ms seen with 4 ms ticks; two ticks is the bound relied
+// on); a lazy deadline is not earlier than the exact one, at most three ticks later.
+TEST(KitClock, CoarseNowTrailsTheClockByAtMostATick) {
+  const Clock::duration tick = coarse_tick();
+  ASSERT_GT(tick, Clock::duration(0));
+  ASSERT_LE(tick, std::chrono::milliseconds(100));  // a sane resolution, or none at all
+  for (int i = 0; i < 1000; ++i) {
+    const Clock::time_point before = Clock::now();
+    const Clock::time_point coarse = coarse_now();
+    const Clock::time_point after = Clock::now();
+    EXPECT_LE(coarse, after);
+    EXPECT_GE(coarse + 2 * tick, before) << "the coarse clock lags by more than two ticks";
+  }
+}
+
+TEST(KitClock, LazyDeadlineIsNeverEarlyAndSaturates) {
+  EXPECT_EQ(lazy_deadline_after(int64_t{1} << 62), kNever);
+  for (int64_t ms : {int64_t{-5}, int64_t{0}, int64_t{1}, int64_t{250}}) {
+    const Clock::time_point exact_before = deadline_after(ms);
+    const Clock::time_point lazy = lazy_deadline_after(ms);
+    const Clock::time_point exact_after = deadline_after(ms);
+    EXPECT_GE(lazy, exact_before) << ms << " ms";
+    EXPECT_LE(lazy, exact_after + 3 * coarse_tick()) << ms << " ms";
+  }
+}
+
 }  // namespace
 }  // namespace procgroup::kit
