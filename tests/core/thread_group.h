@@ -57,6 +57,7 @@ inline void run_thread_ranks(const std::string& backend, int size,
   TempDir dir;
   const std::string url = "file://" + dir.path();
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(size));
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
       pg_group_options_t o = thread_rank_options(rank, size, backend.c_str(), url.c_str(),

@@ -116,10 +116,10 @@ TEST_P(OnComplete, AWorkNobodyWaitsForTimesOutIntoTheCallback) {
 
 #ifdef PGTEST_WITH_GLOO
 INSTANTIATE_TEST_SUITE_P(Backends, OnComplete, ::testing::Values("loopback", "gloo"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& test) { return std::string(test.param); });
 #else
 INSTANTIATE_TEST_SUITE_P(Backends, OnComplete, ::testing::Values("loopback"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& test) { return std::string(test.param); });
 #endif
 
 TEST(OnCompleteArguments, NullsAreRefusedByName) {

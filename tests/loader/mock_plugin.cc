@@ -155,7 +155,8 @@ const pg_backend_ops_t kOps = {
     .barrier = MOCK_COLLECTIVE,
     .send = point_to_point,
     .recv = point_to_point,
-    .group_split = nullptr,  // optional: subgroups come from group_create
+    .group_split = nullptr,       // optional: subgroups come from group_create
+    .work_on_complete = nullptr,  // optional: the core waits for works itself
 };
 
 #if defined(MOCK_VERSION_TOO_NEW)
