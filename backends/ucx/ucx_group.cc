@@ -125,6 +125,10 @@ Status UcxGroup::greet_peers() {
   return {};
 }
 
+std::chrono::milliseconds UcxGroup::op_timeout(const pg_backend_op_t& desc) const {
+  return desc.timeout_ms > 0 ? clamped(desc.timeout_ms) : timeout_;
+}
+
 Status UcxGroup::fetch_address(int peer, std::string* address) {
   if (!addresses_[peer].empty()) {
     *address = addresses_[peer];
@@ -136,8 +140,7 @@ Status UcxGroup::fetch_address(int peer, std::string* address) {
   const auto now = Clock::now();
   for (const Op* op = ops_; op != nullptr; op = op->next) {
     // Never more than the op's own timeout: its deadline may sit a few ms beyond it.
-    const auto own = op->desc.timeout_ms > 0 ? clamped(op->desc.timeout_ms) : timeout_;
-    wait = std::min({wait, own,
+    wait = std::min({wait, op_timeout(op->desc),
                      std::max(std::chrono::milliseconds(1),
                               std::chrono::duration_cast<std::chrono::milliseconds>(
                                   op->deadline - now))});
@@ -221,8 +224,7 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   Status st = plan_ucx_op(desc, rank_, size_, &op->plan);  // the op's only plan
   if (!st.ok()) return st;
   // From the coarse clock (a fifth of the cost): a deadline a few ms late, not early.
-  op->deadline =
-      kit::lazy_deadline_after((desc.timeout_ms > 0 ? clamped(desc.timeout_ms) : timeout_).count());
+  op->deadline = kit::lazy_deadline_after(op_timeout(desc).count());
   const auto now = kit::coarse_now();
   op->group = this;
   op->host = host_;

@@ -32,7 +32,8 @@ class Deadline {
   // remaining(max) for a caller that slices a wait: where the deadline is well beyond max
   // (the common case), a coarse clock read decides it (~10 ns on a VM, against ~50 ns for
   // steady_clock). The coarse clock is the same monotonic clock as of its last tick, so it
-  // can only overstate what is left, by at most a tick: the margin covers that.
+  // can only overstate what is left, by a tick and the tick's lateness: the margin of two
+  // ticks and a millisecond covers that.
   Millis slice(Millis max) const {
     if (at_ == Clock::time_point::max()) return max;
     if (at_ - coarse_now() > max + 2 * coarse_tick() + Millis(1)) return max;

@@ -149,12 +149,11 @@ Status GroupState::check_not_failed() {
 
 Status GroupState::check_usable() {
   if (!troubled_.load(std::memory_order_acquire)) return ok_status();
-  std::lock_guard lock(mutex_);
-  if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
-  if (failure_)
-    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
-                      failure_->to_string());
-  return ok_status();
+  {
+    std::lock_guard lock(mutex_);
+    if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' was destroyed", id_);
+  }
+  return check_not_failed();
 }
 
 Status GroupState::mark_failed(const Status& failure) {

@@ -1,7 +1,7 @@
 // backend_kit/work.hpp — what a plugin's work needs to finish once and be waited for:
 // kit::Completion (the outcome, waiting on it, and the core's completion notice),
-// kit::deadline_after (now + ms, saturated) and its cheaper, never-early twin
-// kit::lazy_deadline_after, from kit::coarse_now. A work that completes on some other thread
+// kit::deadline_after (now + ms, saturated) and its cheaper twin kit::lazy_deadline_after
+// (from kit::coarse_now, a few ms late). A work that completes on some other thread
 // (a worker, a peer's delivery) holds a Completion and forwards to it:
 //
 //   struct MyWork {
@@ -35,12 +35,19 @@ namespace procgroup::kit {
 using Clock = std::chrono::steady_clock;
 inline constexpr Clock::time_point kNever = Clock::time_point::max();
 
-// now + ms (ms < 0: now), saturated: callers pass "forever" as huge values, which must not
+namespace detail {
+// from + ms (ms < 0: from), saturated: callers pass "forever" as huge values, which must not
 // wrap around; ten years or more is kNever.
-inline Clock::time_point deadline_after(int64_t ms) {
+inline Clock::time_point saturated_after(Clock::time_point from, int64_t ms) {
   constexpr int64_t kMaxMs = int64_t{10} * 365 * 24 * 3600 * 1000;
   if (ms >= kMaxMs) return kNever;
-  return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
+  return from + std::chrono::milliseconds(ms < 0 ? 0 : ms);
+}
+}  // namespace detail
+
+// now + ms (ms < 0: now), saturated at kNever (ten years or more).
+inline Clock::time_point deadline_after(int64_t ms) {
+  return detail::saturated_after(Clock::now(), ms);
 }
 
 // The steady clock as of its last tick (Linux's CLOCK_MONOTONIC_COARSE, 4 ms on most
@@ -74,9 +81,7 @@ inline Clock::duration coarse_tick() {
 // deadline_after, and earlier only if the kernel's tick runs more than a tick late. For an
 // op's timeout, set on every operation's path.
 inline Clock::time_point lazy_deadline_after(int64_t ms) {
-  constexpr int64_t kMaxMs = int64_t{10} * 365 * 24 * 3600 * 1000;
-  if (ms >= kMaxMs) return kNever;
-  return coarse_now() + 2 * coarse_tick() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
+  return detail::saturated_after(coarse_now() + 2 * coarse_tick(), ms);
 }
 
 // The outcome of one operation, set once, by any thread; safe to share between them.
