@@ -48,7 +48,9 @@ void check(const Request& q, std::span<const uint8_t> body) {
   for (const std::string& k : q.keys) {
     if (k.size() > kMaxKeyBytes) fail("over-long key accepted");
     (void)validate_key(k);
-    if (printable_key(k).size() > 200) fail("printable_key is not bounded");
+    // At most 100 bytes are shown, each as at most 4 characters ("\x01"), between quotes
+    // and followed by "... (4096 bytes)".
+    if (printable_key(k).size() > 2 + 4 * 100 + 32) fail("printable_key is not bounded");
   }
   if (q.value.size() > kMaxValueBytes || q.desired.size() > kMaxValueBytes) fail("value size");
   const Bytes again = encode(q);

@@ -189,7 +189,8 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
-ChildResult run_in_child(const std::function<int()>& fn, unsigned timeout_s, long extra_mib) {
+ChildResult run_in_child(const std::function<int()>& fn, unsigned timeout_s,
+                         [[maybe_unused]] long extra_mib) {  // unused under sanitizers
   const pid_t pid = fork();
   if (pid == 0) {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
