@@ -1,41 +1,81 @@
 #!/usr/bin/env bash
-# Why every exception procgroup_torch throws kills torch 2.11 (SIGSEGV), while torch's own
-# errors through the same backend (e.g. "does not implement startCoalescing") arrive as
-# RuntimeError: seen on the GPU machine on 2026-11-26, not yet explained. Each case below
-# separates one suspect; run on the GPU machine after tests/torch/device_run.sh built the
-# extension (/tmp/pgpy):  bash tests/torch/device_exception_probe.sh   (carry .device)
-# The leading suspect is a std::string ABI mismatch between the extension and libc10
-# (TORCH_CHECK with a built message calls c10::detail::torchCheckFail(..., const std::string&)).
+# Which ways of raising an error from a C++ extension survive torch 2.11 on the GPU machine.
+# Found on 2026-11-27 (H100, torch 2.11.0+cu130 in /opt/torch/.venv): an extension compiled
+# by the device's CXX=/opt/gcc/bin/g++ dies with SIGSEGV in std::ostream::_M_insert<long>
+# (that compiler puts libstdc++ code into the extension which the loaded libstdc++ does not
+# match), so every TORCH_CHECK that formats a number crashed, while literal messages,
+# std::string messages and std::runtime_error arrived as RuntimeError. Built by the system
+# /usr/bin/g++ the same code raises normally; tests/torch/device_run.sh builds with it. Each
+# form runs once, in its own process, with a SIGSEGV handler that prints the native stack:
+#   bash tests/torch/device_exception_probe.sh      (on the device; needs only torch)
 set -u
-# Unpacked already when scripts/device_check.sh runs this (unpacking again under running
-# tests crashes them).
-if [ -z "${PG_BUILD:-}" ]; then source .device/env.sh || exit 1; fi
-probe() {  # name, then python code
-  local name=$1; shift
-  timeout 120 python3 -X faulthandler -c "$@" > "/tmp/probe-$name.log" 2>&1
-  echo "== $name rc=$? $(grep -m1 -E 'raised|Segmentation|Error' "/tmp/probe-$name.log")"
-}
-python3 -c 'import torch; print("torch", torch.__version__, "cxx11 abi", torch._C._GLIBCXX_USE_CXX11_ABI)'
-echo "== torchCheckFail as the extension and libc10 name it:"
-nm -D /tmp/pgpy/procgroup_torch/_C.so | grep -i torchcheckfail | c++filt | head -4
-nm -D "$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libc10.so" |
-  grep -i torchcheckfail | c++filt | head -4
-src='
+dir=/tmp/pgprobe
+mkdir -p "$dir"
+python3 - <<'PY'
+import sys, torch
+print("torch", torch.__version__, "cxx11 abi", torch._C._GLIBCXX_USE_CXX11_ABI,
+      "pybind11 abi", getattr(torch._C, "_PYBIND11_BUILD_ABI", "?"),
+      getattr(torch._C, "_PYBIND11_COMPILER_TYPE", "?"), getattr(torch._C, "_PYBIND11_STDLIB", "?"))
+try:
+    import pybind11; print("pip pybind11", pybind11.__version__, pybind11.get_include())
+except ImportError:
+    print("no pip pybind11")
+PY
+g++ --version | head -1
+cat > "$dir/probe.cpp" <<'CPP'
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
 #include <torch/extension.h>
-void fail(int64_t n) { TORCH_CHECK(n < 0, "probe: built message ", n); }
-void fail_literal() { TORCH_CHECK(false, "probe: literal"); }
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("fail", &fail); m.def("fail_literal", &fail_literal); }'
-call="import torch, torch.utils.cpp_extension as ce, sys
-m = ce.load_inline(name=sys.argv[1], cpp_sources=[sys.argv[2]], extra_ldflags=sys.argv[3].split())
-for f in (m.fail_literal, lambda: m.fail(3)):
-    try: f()
-    except RuntimeError as e: print('raised', str(e).splitlines()[0])"
-probe torch_own 'import torch
-try: torch.ones(2) + torch.ones(3)
-except RuntimeError as e: print("raised", str(e)[:80])'
-timeout 200 python3 -X faulthandler -c "$call" plain "$src" "" > /tmp/probe-plain.log 2>&1
-echo "== plain extension rc=$? $(grep -E 'raised|Segmentation' /tmp/probe-plain.log | tr '\n' ' ')"
-timeout 200 python3 -X faulthandler -c "$call" withpg "$src" "-L$PG_BUILD/lib -lprocgroup -Wl,-rpath,$PG_BUILD/lib" > /tmp/probe-withpg.log 2>&1
-echo "== linked with libprocgroup rc=$? $(grep -E 'raised|Segmentation' /tmp/probe-withpg.log | tr '\n' ' ')"
-LD_LIBRARY_PATH=${LD_LIBRARY_PATH#/opt/pglibs:} timeout 200 python3 -X faulthandler -c "$call" nopglibs "$src" "" > /tmp/probe-nopglibs.log 2>&1
-echo "== without /opt/pglibs rc=$? $(grep -E 'raised|Segmentation' /tmp/probe-nopglibs.log | tr '\n' ' ')"
+#include <stdexcept>
+#include <string>
+static void on_segv(int) {
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, 2);
+  _exit(139);
+}
+void install() { signal(SIGSEGV, on_segv); }
+void built(int64_t n) { TORCH_CHECK(n < 0, "probe: built message ", n); }
+void string_arg() { std::string s = "probe: one std::string argument"; TORCH_CHECK(false, s); }
+void c_str_arg() { std::string s = "probe: one c_str argument"; TORCH_CHECK(false, s.c_str()); }
+void runtime_error() { throw std::runtime_error("probe: std::runtime_error " + std::to_string(3)); }
+void not_implemented() {
+  std::string s = "probe: not implemented";
+  TORCH_CHECK_NOT_IMPLEMENTED(false, s.c_str());
+}
+void literal() { TORCH_CHECK(false, "probe: literal"); }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("install", &install);
+  m.def("built", &built);
+  m.def("string_arg", &string_arg);
+  m.def("c_str_arg", &c_str_arg);
+  m.def("runtime_error", &runtime_error);
+  m.def("not_implemented", &not_implemented);
+  m.def("literal", &literal);
+}
+CPP
+load='import sys, torch.utils.cpp_extension as ce
+m = ce.load(name="pgprobe", sources=["/tmp/pgprobe/probe.cpp"], build_directory="/tmp/pgprobe",
+            verbose=len(sys.argv) > 1 and sys.argv[1] == "build")'
+timeout 150 python3 -c "$load" build > "$dir/build.log" 2>&1
+echo "== build rc=$?"
+grep -E '^\[|c\+\+|g\+\+' "$dir/build.log" | head -3 | cut -c1-600
+for form in literal built string_arg c_str_arg runtime_error not_implemented; do
+  timeout 60 python3 -c "$load
+m.install()
+try: m.$form(3) if '$form' == 'built' else m.$form()
+except Exception as e: print('raised', type(e).__name__, str(e).splitlines()[0])" \
+    > "$dir/$form.log" 2>&1
+  echo "== $form rc=$? $(grep -m1 raised "$dir/$form.log")"
+  grep -q raised "$dir/$form.log" || head -30 "$dir/$form.log"
+done
+# The same extension built by the system g++ (its libstdc++ is the one loaded at run time).
+mkdir -p "$dir/system"
+sys_load=${load//\/tmp\/pgprobe\"/\/tmp\/pgprobe\/system\"}
+CXX=/usr/bin/g++ timeout 150 python3 -c "${sys_load/name=\"pgprobe\"/name=\"pgprobe_system\"}
+m.install()
+try: m.built(3)
+except Exception as e: print('raised', type(e).__name__, str(e).splitlines()[0])" \
+  > "$dir/system.log" 2>&1
+echo "== built, by /usr/bin/g++: rc=$? $(grep -m1 raised "$dir/system.log")"
