@@ -203,28 +203,35 @@ def run_rank(spec):
 
 def start_config(args, config, spec_base, workdir, round_no):
     """Runs one configuration's two ranks to the end; returns (per-rank results, error)."""
-    init_file = os.path.join(workdir, f"store-{config}-{round_no}")
+    init = "file://" + os.path.join(workdir, f"store-{config}-{round_no}")
+    env = dict(os.environ)
+    env.pop("PROCGROUP_BACKEND", None)
+    if CONFIGS[config][1] is not None:
+        env["PROCGROUP_BACKEND"] = CONFIGS[config][1]
+    specs = [dict(spec_base, config=config, rank=rank, init=init) for rank in range(WORLD)]
+    return run_ranks(os.path.abspath(__file__), specs, env, args.run_timeout,
+                     os.path.join(workdir, f"{config}-{round_no}"))
+
+
+def run_ranks(script, specs, env, run_timeout, log_prefix):
+    """Runs `script --rank-spec <spec>` once per spec (one process per rank, one intra-op
+    thread each) to the end; returns (each rank's "RESULT <json>" as a dict, None) or
+    (None, what went wrong with the ranks' last output)."""
     procs = []
-    for rank in range(WORLD):
-        spec = dict(spec_base, config=config, rank=rank, init="file://" + init_file)
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        env.pop("PROCGROUP_BACKEND", None)
-        plugin = CONFIGS[config][1]
-        if plugin is not None:
-            env["PROCGROUP_BACKEND"] = plugin
-        log = open(os.path.join(workdir, f"{config}-{round_no}-rank{rank}.log"), "w+")
-        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-spec",
-                                        json.dumps(spec)], env=env, stdout=log,
+    for spec in specs:
+        log = open(f"{log_prefix}-rank{spec['rank']}.log", "w+")
+        procs.append((subprocess.Popen([sys.executable, script, "--rank-spec", json.dumps(spec)],
+                                       env=dict(env, OMP_NUM_THREADS="1"), stdout=log,
                                        stderr=subprocess.STDOUT), log))
-    # Until both exit, the time limit passes, or 10 s after one failed (the other may wait
+    # Until all exit, the time limit passes, or 10 s after one failed (the others may wait
     # for it until the operation timeout).
-    deadline = time.monotonic() + args.run_timeout
+    deadline = time.monotonic() + run_timeout
     error = None
     while any(proc.poll() is None for proc, _ in procs):
         if any(proc.poll() not in (None, 0) for proc, _ in procs):
             deadline = min(deadline, time.monotonic() + 10)
         if time.monotonic() > deadline:
-            error = f"did not finish within {args.run_timeout} s"
+            error = f"did not finish within {run_timeout} s"
             break
         time.sleep(0.05)
     for proc, _ in procs:
