@@ -364,6 +364,15 @@ def print_report(args, runs, copies, loads):
           f"(this\n  benchmark's own two ranks add up to 2 while they run).")
 
 
+def parse_configs(parser, text):
+    """The configurations of a --configs list, or a parser error naming the unknown ones."""
+    configs = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown or not configs:
+        parser.error(f"unknown configuration(s) {unknown}; choose from {', '.join(CONFIGS)}")
+    return configs
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -396,10 +405,7 @@ def parse_args(argv):
     args.run_timeout = args.run_timeout or (30 if quick else 300)
     sizes = args.sizes if args.sizes is not None else (QUICK_SIZES if quick else DEFAULT_SIZES)
     args.size_list = [parse_size(s) for s in sizes.split(",") if s.strip()]
-    args.config_list = [c.strip() for c in args.configs.split(",") if c.strip()]
-    unknown = [c for c in args.config_list if c not in CONFIGS]
-    if unknown or not args.config_list:
-        p.error(f"unknown configuration(s) {unknown}; choose from {', '.join(CONFIGS)}")
+    args.config_list = parse_configs(p, args.configs)
     if args.steps < 1 or args.repeats < 1 or args.warmup < 0:
         p.error("--steps and --repeats must be at least 1, --warmup at least 0")
     return args

@@ -144,11 +144,11 @@ def parse_args(argv):
     args.rounds = pick(args.rounds, 2, 30)
     args.steps = pick(args.steps, 5, 50)
     args.warmup = pick(args.warmup, 2, 5)
-    args.config_list = [c.strip() for c in args.configs.split(",") if c.strip()]
-    if any(c not in CONFIGS for c in args.config_list) or len(set(args.config_list)) < 2:
-        p.error(f"--configs: two or more of {', '.join(CONFIGS)}")
+    args.config_list = torch_ddp.parse_configs(p, args.configs)
     if REFERENCE not in args.config_list:
         args.config_list.insert(0, REFERENCE)
+    if len(set(args.config_list)) < 2:
+        p.error(f"--configs: {REFERENCE} and at least one other of {', '.join(CONFIGS)}")
     if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--rounds and --steps must be at least 1, --warmup at least 0")
     return args
