@@ -25,6 +25,9 @@ mkdir -p "$out"
 B=$PG_BUILD/bin
 step() { echo "== $1 at $SECONDS s"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+# A clock source other than tsc makes every clock read a system call (per-op cost).
+echo "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)" |
+  tee -a "$out/gpu.txt"
 # The tests built here name a torch Python by this path; the device's is the first on PATH.
 printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > /tmp/torch-python
 chmod +x /tmp/torch-python

@@ -3,13 +3,17 @@
 
 #include <utility>
 
+#include "procgroup/backend_kit/work.hpp"
+
 namespace procgroup::nccl_backend {
 
 Work::Work(std::shared_ptr<Comm> comm, std::string label, int64_t timeout_ms)
     : comm_(std::move(comm)),
       label_(std::move(label)),
       timeout_ms_(timeout_ms),
-      deadline_(Clock::now() + std::chrono::milliseconds(timeout_ms)) {}
+      // The coarse clock (a few ms late at worst): the exact one is a system call on some
+      // virtual machines, and this runs for every operation.
+      deadline_(kit::lazy_deadline_after(timeout_ms)) {}
 
 Work::~Work() {
   // Back to the communicator's pool: a completed or abandoned event is reusable as is.
