@@ -55,27 +55,26 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("literal", &literal);
 }
 CPP
+# Builds (or loads the built) probe: python3 -c "$load" NAME BUILD_DIR [verbose]
 load='import sys, torch.utils.cpp_extension as ce
-m = ce.load(name="pgprobe", sources=["/tmp/pgprobe/probe.cpp"], build_directory="/tmp/pgprobe",
-            verbose=len(sys.argv) > 1 and sys.argv[1] == "build")'
-timeout 150 python3 -c "$load" build > "$dir/build.log" 2>&1
+m = ce.load(name=sys.argv[1], sources=[sys.argv[2] + "/../probe.cpp"], build_directory=sys.argv[2],
+            verbose=sys.argv[3:] == ["verbose"])'
+try_form() {  # seconds, form, then the load arguments
+  local seconds=$1 form=$2; shift 2
+  timeout "$seconds" python3 -c "$load
+m.install()
+try: m.$form(3) if '$form' == 'built' else m.$form()
+except Exception as e: print('raised', type(e).__name__, str(e).splitlines()[0])" "$@"
+}
+mkdir -p "$dir/default" "$dir/system"
+timeout 150 python3 -c "$load" pgprobe "$dir/default" verbose > "$dir/build.log" 2>&1
 echo "== build rc=$?"
 grep -E '^\[|c\+\+|g\+\+' "$dir/build.log" | head -3 | cut -c1-600
 for form in literal built string_arg c_str_arg runtime_error not_implemented; do
-  timeout 60 python3 -c "$load
-m.install()
-try: m.$form(3) if '$form' == 'built' else m.$form()
-except Exception as e: print('raised', type(e).__name__, str(e).splitlines()[0])" \
-    > "$dir/$form.log" 2>&1
+  try_form 60 "$form" pgprobe "$dir/default" > "$dir/$form.log" 2>&1
   echo "== $form rc=$? $(grep -m1 raised "$dir/$form.log")"
   grep -q raised "$dir/$form.log" || head -30 "$dir/$form.log"
 done
 # The same extension built by the system g++ (its libstdc++ is the one loaded at run time).
-mkdir -p "$dir/system"
-sys_load=${load//\/tmp\/pgprobe\"/\/tmp\/pgprobe\/system\"}
-CXX=/usr/bin/g++ timeout 150 python3 -c "${sys_load/name=\"pgprobe\"/name=\"pgprobe_system\"}
-m.install()
-try: m.built(3)
-except Exception as e: print('raised', type(e).__name__, str(e).splitlines()[0])" \
-  > "$dir/system.log" 2>&1
+CXX=/usr/bin/g++ try_form 150 built pgprobe_system "$dir/system" > "$dir/system.log" 2>&1
 echo "== built, by /usr/bin/g++: rc=$? $(grep -m1 raised "$dir/system.log")"

@@ -18,11 +18,11 @@ root=$PWD out=${OUT:-/tmp/torch-device} py=/tmp/pgpy
 mkdir -p "$out" "$py/procgroup_torch" /tmp/pgext
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.device_count())'
 start=$SECONDS
-# The system g++, whose libstdc++ is the one Python loads: the device's first c++ on PATH
-# (/opt/gcc) emits libstdc++ code into the extension that crashes (SIGSEGV) in
+# The system g++, whose libstdc++ is the one Python loads: the compiler the device names in
+# CXX (/opt/gcc/bin/g++) emits libstdc++ code into the extension that crashes (SIGSEGV) in
 # std::ostream::operator<<(long) against that runtime, i.e. in every TORCH_CHECK that
-# formats a number (device_exception_probe.sh).
-export CXX=${PG_TORCH_CXX:-/usr/bin/g++}  # the device sets CXX=/opt/gcc/bin/g++
+# formats a number (device_exception_probe.sh). PG_TORCH_CXX overrides it.
+export CXX=${PG_TORCH_CXX:-/usr/bin/g++}
 if [ "$part" != cuda ]; then
 MAX_JOBS=16 timeout 150 python3 - "$root" "$PG_BUILD" "$py" <<'PY' 2>&1 | tail -40
 import glob, shutil, sys, torch.utils.cpp_extension as ce
