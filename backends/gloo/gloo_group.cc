@@ -11,7 +11,6 @@
 
 #include "gloo_mesh.h"
 #include "gloo_net.h"
-#include "gloo_store_adapter.h"
 
 namespace procgroup::gloo_backend {
 namespace {
@@ -77,7 +76,6 @@ Status GlooGroup::connect(const pg_backend_group_config_t& config) {
   Status st = choose_interface(config.master_addr, &net);
   if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
   log(PG_LOG_DEBUG, where + ": listening on " + net.description);
-  StoreAdapter store(config.store, "gloo/" + group_id_ + "/", timeout_);
   ScopedSigpipeBlock no_sigpipe;  // also inherited by the device's event loop thread
   try {
     device_ = gloo::transport::tcp::CreateDevice(net.attr);
@@ -88,11 +86,9 @@ Status GlooGroup::connect(const pg_backend_group_config_t& config) {
   try {
     auto mesh = std::make_shared<MeshContext>(rank_, size_);
     mesh->setTimeout(timeout_);
-    st = mesh->connect_mesh(store, device_);
+    st = mesh->connect_mesh(kit::Store(config.store), device_);
     if (!st.ok()) return Status::error(st.code, where + ": rendezvous failed: " + st.message);
     context_ = std::move(mesh);
-  } catch (const StoreError& e) {
-    return Status::error(e.status(), where + ": rendezvous failed: " + e.what());
   } catch (const gloo::IoException& e) {
     const bool timed_out = contains(lower(e.what()), "timeout");
     return Status::error(timed_out ? PG_ERR_TIMEOUT : PG_ERR_PEER_LOST,

@@ -67,10 +67,12 @@ bool is_timeout(const std::string& what) {
   return what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
 }
 
-// The join phase's keys: a counter, the flag its last rank sets, one key per rank.
-constexpr const char* kJoinedCount = "joined";
-constexpr const char* kAllJoined = "all-joined";
-std::string joined_key(int rank) { return "joined/" + std::to_string(rank); }
+// The join phase's keys (the store is the group's own): a counter, the flag its last rank
+// sets, one key per rank; then each rank's pair addresses under "gloo/<rank>".
+constexpr const char* kJoinedCount = "gloo/joined";
+constexpr const char* kAllJoined = "gloo/all-joined";
+std::string joined_key(int rank) { return "gloo/joined/" + std::to_string(rank); }
+std::string address_key(int rank) { return "gloo/" + std::to_string(rank); }
 
 // How long a failed join may spend finding out who is missing (one store read per rank).
 constexpr std::chrono::milliseconds kMaxSearchTime{500};
@@ -138,26 +140,22 @@ struct MeshContext::Failures {
 // Who is here, before anything per peer exists: a rank costs O(1) memory and store calls
 // here however large a size it was given, and pairs (one per peer) are made only once
 // every rank has joined. The rank that completes the count sets a flag the others wait on.
-Status MeshContext::await_ranks(StoreAdapter& store, Clock::time_point deadline) {
+Status MeshContext::await_ranks(const kit::Store& store, Clock::time_point deadline) {
   started_ = Clock::now();
-  store.set(joined_key(rank), {'1'});
-  const int64_t joined = store.add(kJoinedCount, 1);
-  if (joined >= size) {
-    if (joined == size) store.set(kAllJoined, {'1'});
-    return {};
-  }
-  try {
-    store.fetch(kAllJoined, left_until(deadline));
-    return {};
-  } catch (const StoreError& e) {
-    if (e.status() != PG_ERR_TIMEOUT) throw;
-  }
-  return missing_ranks(store, store.add(kJoinedCount, 0));
+  PG_KIT_TRY(store.set(joined_key(rank), "1"));
+  int64_t joined = 0;
+  PG_KIT_TRY(store.add(kJoinedCount, 1, &joined));
+  if (joined >= size) return joined == size ? store.set(kAllJoined, "1") : Status{};
+  std::string flag;
+  const Status waited = store.get(kAllJoined, left_until(deadline).count(), &flag);
+  if (waited.code != PG_ERR_TIMEOUT) return waited;
+  PG_KIT_TRY(store.add(kJoinedCount, 0, &joined));
+  return missing_ranks(store, joined);
 }
 
 // The join timed out with `joined` ranks in: name the others, as far as a short search
 // can (a rank that is missing has no key; the search stops once all are found).
-Status MeshContext::missing_ranks(StoreAdapter& store, int64_t joined) {
+Status MeshContext::missing_ranks(const kit::Store& store, int64_t joined) {
   const int64_t missing = size - joined;
   if (missing <= 0) return {};  // the last one came just now
   RankRanges ranges;
@@ -170,7 +168,9 @@ Status MeshContext::missing_ranks(StoreAdapter& store, int64_t joined) {
     const auto until =
         Clock::now() + std::min<std::chrono::milliseconds>(kMaxSearchTime, getTimeout() / 4);
     for (int r = 0; r < size && found < missing && Clock::now() < until; ++r) {
-      if (r == rank || store.exists(joined_key(r))) continue;
+      bool there = r == rank;
+      if (!there) PG_KIT_TRY(store.exists(joined_key(r), &there));
+      if (there) continue;
       ranges.add(r, r);
       ++found;
     }
@@ -189,7 +189,7 @@ Status MeshContext::missing_ranks(StoreAdapter& store, int64_t joined) {
   return Status::error(PG_ERR_TIMEOUT, text + ")");
 }
 
-Status MeshContext::connect_mesh(StoreAdapter& store,
+Status MeshContext::connect_mesh(const kit::Store& store,
                                  std::shared_ptr<gloo::transport::Device>& device) {
   const auto timeout = getTimeout();
   Status joined = await_ranks(store, Clock::now() + timeout);
@@ -200,13 +200,13 @@ Status MeshContext::connect_mesh(StoreAdapter& store,
   const std::string within = " within " + std::to_string(timeout.count()) + " ms";
   auto transport = device->createContext(rank, size);
   transport->setTimeout(timeout);
-  std::vector<char> addresses;
+  std::string addresses;
   for (int i = 0; i < size; ++i) {
     if (i == rank) continue;
     const std::vector<char> bytes = transport->createPair(i)->address().bytes();
-    addresses.insert(addresses.end(), bytes.begin(), bytes.end());
+    addresses.append(bytes.begin(), bytes.end());
   }
-  store.set(std::to_string(rank), addresses);  // StoreError: the caller names the store
+  PG_KIT_TRY(store.set(address_key(rank), addresses));
 
   // A failure with one rank does not stop the others: the survivors finish their own
   // rendezvous and connection check, and each names the rank really at fault.
@@ -214,11 +214,10 @@ Status MeshContext::connect_mesh(StoreAdapter& store,
   for (int i = 0; i < size; ++i) {
     if (i == rank) continue;
     const std::string who = "rank " + std::to_string(i);
-    std::vector<char> theirs;
-    try {
-      theirs = store.fetch(std::to_string(i), left_until(deadline));
-    } catch (const StoreError& e) {
-      if (e.status() != PG_ERR_TIMEOUT) throw;
+    std::string value;
+    if (const Status got = store.get(address_key(i), left_until(deadline).count(), &value);
+        !got.ok()) {
+      if (got.code != PG_ERR_TIMEOUT) return got;
       failures.add(
           i, true,
           who + " did not join the rendezvous" + within + " (not started, stuck, or dead)");
@@ -228,6 +227,7 @@ Status MeshContext::connect_mesh(StoreAdapter& store,
     bool cut = false;
     try {
       ConnectWatchdog watchdog(pair.get(), deadline);
+      std::vector<char> theirs(value.begin(), value.end());
       pair->connect(extractAddress(theirs, i));
       cut = watchdog.fired();
     } catch (const std::exception& e) {

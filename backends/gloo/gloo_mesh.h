@@ -13,7 +13,7 @@
 //
 //   auto context = std::make_shared<MeshContext>(rank, size);
 //   context->setTimeout(timeout);
-//   Status st = context->connect_mesh(store, device);   // PG_OK, or the rank at fault
+//   Status st = context->connect_mesh(kit::Store(config.store), device);  // or the rank at fault
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_MESH_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_MESH_H_
 
@@ -24,7 +24,7 @@
 #include <memory>
 
 #include "gloo_plan.h"
-#include "gloo_store_adapter.h"
+#include "procgroup/backend_kit/store.hpp"
 
 namespace procgroup::gloo_backend {
 
@@ -37,13 +37,13 @@ class MeshContext : public gloo::rendezvous::Context {
 
   // Blocks up to the context's timeout (1.5x at most, whatever the size). Failures:
   // PG_ERR_TIMEOUT (a rank did not join or answer), PG_ERR_PEER_LOST (a connection failed),
-  // or the store's status.
-  Status connect_mesh(StoreAdapter& store, std::shared_ptr<gloo::transport::Device>& device);
+  // or the store's status. store is the group's (keys under "gloo/").
+  Status connect_mesh(const kit::Store& store, std::shared_ptr<gloo::transport::Device>& device);
 
  private:
   struct Failures;
-  Status await_ranks(StoreAdapter& store, std::chrono::steady_clock::time_point deadline);
-  Status missing_ranks(StoreAdapter& store, int64_t joined);
+  Status await_ranks(const kit::Store& store, std::chrono::steady_clock::time_point deadline);
+  Status missing_ranks(const kit::Store& store, int64_t joined);
   void check_connections(Failures& failures, std::chrono::steady_clock::time_point deadline);
 
   std::chrono::steady_clock::time_point started_;
