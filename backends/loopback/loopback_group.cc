@@ -41,8 +41,6 @@ RankGroup::RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t time
                      const pg_host_services_t* host)
     : shared_(std::move(shared)), rank_(rank), timeout_ms_(timeout_ms), host_(host) {}
 
-RankGroup::~RankGroup() = default;
-
 void RankGroup::shutdown() {
   SharedGroup& g = *shared_;
   {
@@ -95,9 +93,8 @@ Status RankGroup::submit(const pg_backend_op_t& op, WorkRef* out) {
 
 Status RankGroup::submit_collective(const pg_backend_op_t& op, WorkRef* out) {
   Task task;
-  Status valid = normalize_collective(op, rank_, shared_->size, &task.desc);
-  if (!valid.ok()) return valid;
-  task.work = WorkRef(new Work());
+  PG_KIT_TRY(normalize_collective(op, rank_, shared_->size, &task.desc));
+  task.work = std::make_shared<Work>();
   task.deadline = deadline_for(op);
   SharedGroup& g = *shared_;
   std::lock_guard lock(g.mu);
@@ -182,14 +179,11 @@ void RankGroup::run_task(std::unique_lock<std::mutex>& lock, Task& task) {
     return g.failed || every([&](const Slot& s) { return s.posted >= k; });
   });
   if (!arrived) {
-    std::vector<int> missing;
-    for (int r = 0; r < g.size; ++r) {
-      if (g.slots[r].posted < k) missing.push_back(r);
-    }
     g.fail_locked(PG_ERR_TIMEOUT,
                   describe(task.desc) + " as op #" + std::to_string(task.desc.seq) +
                       " timed out on rank " + std::to_string(rank_) + " in loopback group '" +
-                      g.group_id + "'; not heard from rank(s) " + rank_list(missing),
+                      g.group_id + "'; not heard from rank(s) " +
+                      rank_list(g.size, [&](int r) { return g.slots[r].posted < k; }),
                   k);
   }
   if (g.failed) {

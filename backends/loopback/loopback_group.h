@@ -174,7 +174,6 @@ class RankGroup {
   // a rank with PG_SPLIT_NO_COLOR takes part and gets no child (*out stays NULL).
   Status split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
                std::unique_ptr<RankGroup>* out);
-  ~RankGroup();  // after shutdown()
 
   // Drains this rank's queue, joins the worker, fails its unmatched recvs, leaves the group.
   void shutdown();
@@ -212,9 +211,15 @@ class RankGroup {
   std::thread worker_;
 };
 
-// ---- Helpers, loopback_rendezvous.cc ---------------------------------------------
+// ---- Helpers ---------------------------------------------
 
-// "0, 2, 3": for messages naming ranks.
-std::string rank_list(const std::vector<int>& ranks);
+// "0, 2, 3": the ranks below size for which missing(rank) holds, for messages.
+template <class Pred>
+std::string rank_list(int size, Pred missing) {
+  std::string s;
+  for (int r = 0; r < size; ++r)
+    if (missing(r)) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
 
 }  // namespace procgroup::loopback

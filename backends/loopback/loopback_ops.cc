@@ -61,20 +61,14 @@ Status reduce_in_order(const pg_host_services_t* host, std::byte* target,
                        std::span<const OpDesc> all, uint64_t offset, const OpDesc& me) {
   const kit::Plan& p = me.plan;
   if (p.bytes() == 0) return {};
-  const pg_reduce_op_t op = me.reduce_op == PG_REDUCE_AVG ? PG_REDUCE_SUM : me.reduce_op;
-  std::memcpy(target, all[0].plan.in + offset, p.bytes());
+  if (all.size() == 1) std::memcpy(target, all[0].plan.in + offset, p.bytes());
   for (size_t r = 1; r < all.size(); ++r) {
-    pg_status_t st = host->reduce(host->ctx, target, all[r].plan.in + offset, p.n, p.dtype, op);
-    if (st != PG_OK) {
-      return {st, describe(me) + ": the host's reduce kernel failed for " +
-                      kit::dtype_name(p.dtype) + " " + kit::reduce_op_name(op)};
-    }
+    const std::byte* left = r == 1 ? all[0].plan.in + offset : target;
+    PG_KIT_TRY(kit::reduce_to(host, target, left, all[r].plan.in + offset, p.n, p.dtype,
+                              me.reduce_op));  // AVG as SUM
   }
-  if (me.reduce_op == PG_REDUCE_AVG) {
-    pg_status_t st = host->scale_down(host->ctx, target, p.n, p.dtype, all.size());
-    if (st != PG_OK) return {st, describe(me) + ": the host's scale_down kernel failed"};
-  }
-  return {};
+  return me.reduce_op == PG_REDUCE_AVG ? kit::scale_down(host, target, p.n, p.dtype, all.size())
+                                       : Status{};
 }
 
 void copy(std::byte* dst, const std::byte* src, uint64_t bytes) {

@@ -39,7 +39,7 @@ Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
   const uint64_t bytes = plan.bytes();
   const P2pKey key{op.peer, rank_, op.tag};
   SharedGroup& g = *shared_;
-  WorkRef work(new Work());
+  WorkRef work = std::make_shared<Work>();
   *out = work;
   std::vector<uint8_t> payload;
   for (int attempt = 0;; ++attempt) {
@@ -80,7 +80,7 @@ Status RankGroup::submit_recv(const pg_backend_op_t& op, WorkRef* out) {
   PG_KIT_TRY(plan_loopback_op(op, rank_, shared_->size, &plan));
   const P2pKey key{rank_, op.peer, op.tag};
   SharedGroup& g = *shared_;
-  WorkRef work(new Work());
+  WorkRef work = std::make_shared<Work>();
   *out = work;
   PendingRecv recv{work,   plan.out,         plan.bytes(),
                    op.seq, deadline_for(op), op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_};

@@ -43,7 +43,6 @@ Status publish(const pg_backend_group_config_t& config, std::shared_ptr<SharedGr
     *out = std::make_shared<SharedGroup>(config.group_id, config.size, instance);
     state.groups.emplace(instance, *out);
   }
-  if (config.size == 1 && config.store == nullptr) return {};
   std::string value = std::to_string(getpid()) + ":" + std::to_string((*out)->instance);
   if (const pg_status_t st = kit::Store(config.store).set(kInstanceKey, value).code; st != PG_OK) {
     unregister((*out)->instance);
@@ -97,19 +96,12 @@ Status lookup(const pg_backend_group_config_t& config, std::shared_ptr<SharedGro
 
 }  // namespace
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return s;
-}
-
 // ---- RankGroup: joining and leaving -----------------------------------------------
 
 Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                          std::unique_ptr<RankGroup>* out) {
   std::shared_ptr<SharedGroup> shared;
-  Status found = config.rank == 0 ? publish(config, &shared) : lookup(config, &shared);
-  if (!found.ok()) return found;
+  PG_KIT_TRY(config.rank == 0 ? publish(config, &shared) : lookup(config, &shared));
   SharedGroup& g = *shared;
   const int rank = config.rank;
   std::unique_lock lock(g.mu);
@@ -131,27 +123,22 @@ Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_
   bool complete = deadline == kNever ? (g.cv.wait(lock, all_here), true)
                                      : g.cv.wait_until(lock, deadline, all_here);
   if (!complete || g.abandoned) {
-    std::vector<int> missing;
-    for (int r = 0; r < g.size; ++r) {
-      if (!g.slots[r].joined) missing.push_back(r);
-    }
+    const std::string missing = rank_list(g.size, [&](int r) { return !g.slots[r].joined; });
     g.abandoned = true;
     g.cv.notify_all();
     bool last = --g.alive == 0;
     lock.unlock();
     if (last) unregister(g.instance);
     // A retry under the same store scope must not find this dead instance.
-    if (rank == 0 && config.store != nullptr) kit::Store(config.store).remove(kInstanceKey);
+    if (rank == 0) kit::Store(config.store).remove(kInstanceKey);
     return {PG_ERR_TIMEOUT, "loopback group '" + g.group_id + "' rendezvous timed out after " +
                                 std::to_string(config.timeout_ms) + " ms on rank " +
                                 std::to_string(rank) + "; not heard from rank(s) " +
-                                rank_list(missing)};
+                                missing};
   }
-  if (rank == g.size - 1 || g.size == 1) {
-    // The key is no longer needed; removing it keeps a later group under the same store
-    // scope from finding this instance.
-    if (config.store != nullptr) kit::Store(config.store).remove(kInstanceKey);
-  }
+  // The key is no longer needed; removing it keeps a later group under the same store
+  // scope from finding this instance.
+  if (rank == g.size - 1) kit::Store(config.store).remove(kInstanceKey);
   lock.unlock();
   return launch(std::move(shared), rank, config.timeout_ms, host, out);
 }
@@ -159,9 +146,9 @@ Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_
 Status RankGroup::launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
                          const pg_host_services_t* host, std::unique_ptr<RankGroup>* out) {
   SharedGroup& g = *shared;
-  auto* handle = new RankGroup(std::move(shared), rank, timeout_ms, host);
+  std::unique_ptr<RankGroup> handle(new RankGroup(std::move(shared), rank, timeout_ms, host));
   try {
-    handle->worker_ = std::thread([handle] { handle->worker_main(); });
+    handle->worker_ = std::thread([h = handle.get()] { h->worker_main(); });
   } catch (...) {
     {
       std::lock_guard lock(g.mu);
@@ -169,10 +156,9 @@ Status RankGroup::launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t 
                     0);
     }
     handle->leave();
-    delete handle;
     return {PG_ERR_BACKEND, "loopback: could not start a worker thread"};
   }
-  out->reset(handle);
+  *out = std::move(handle);
   return {};
 }
 

@@ -90,12 +90,10 @@ Status RankGroup::split(int32_t color, int32_t key, const pg_backend_group_confi
                                             : g.cv.wait_until(lock, deadline, all_here);
     if (!arrived) {
       // The parent's ranks are out of step now, so the parent fails, as for a collective.
-      std::vector<int> missing;
-      for (int r = 0; r < g.size; ++r)
-        if (!round.requests[r]) missing.push_back(r);
       std::string message = "group_split #" + std::to_string(k) + " timed out after " +
                             std::to_string(timeout_ms_) + " ms on " + where +
-                            "; not heard from rank(s) " + rank_list(missing);
+                            "; not heard from rank(s) " +
+                            rank_list(g.size, [&](int r) { return !round.requests[r]; });
       g.fail_locked(PG_ERR_TIMEOUT, message, 0);
       return {PG_ERR_TIMEOUT, message};
     }
