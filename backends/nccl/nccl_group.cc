@@ -27,17 +27,10 @@ ncclResult_t call_nccl(const pg_backend_op_t& op, const Plan& p, const void* sen
 }
 
 const char* nccl_call_name(int32_t op) {
-  switch (op) {
-    case PG_OP_ALLREDUCE: return "ncclAllReduce";
-    case PG_OP_BROADCAST: return "ncclBroadcast";
-    case PG_OP_REDUCE: return "ncclReduce";
-    case PG_OP_ALLGATHER: return "ncclAllGather";
-    case PG_OP_REDUCE_SCATTER: return "ncclReduceScatter";
-    case PG_OP_GATHER: return "ncclGather";
-    case PG_OP_SCATTER: return "ncclScatter";
-    case PG_OP_ALLTOALL: return "ncclAlltoAll";
-    default: return "ncclAllReduce (barrier)";
-  }
+  constexpr const char* kCalls[] = {"ncclAllReduce", "ncclBroadcast",     "ncclReduce",
+                                    "ncclAllGather", "ncclReduceScatter", "ncclGather",
+                                    "ncclScatter",   "ncclAlltoAll"};  // by pg_op_t
+  return op >= 0 && op <= PG_OP_ALLTOALL ? kCalls[op] : "ncclAllReduce (barrier)";
 }
 
 }  // namespace

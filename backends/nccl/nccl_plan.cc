@@ -60,14 +60,11 @@ Used used_buffers(const pg_backend_op_t& op, int rank) {
 }
 
 bool reduce_op(int32_t op, ncclRedOp_t* out) {
-  switch (op) {
-    case PG_REDUCE_SUM: *out = ncclSum; return true;
-    case PG_REDUCE_AVG: *out = ncclAvg; return true;  // NCCL divides natively (ints truncate)
-    case PG_REDUCE_PROD: *out = ncclProd; return true;
-    case PG_REDUCE_MIN: *out = ncclMin; return true;
-    case PG_REDUCE_MAX: *out = ncclMax; return true;
-    default: return false;
-  }
+  // By pg_reduce_op_t: sum, avg (NCCL divides natively; ints truncate), prod, min, max.
+  constexpr ncclRedOp_t kNcclOps[PG_REDUCE_COUNT_] = {ncclSum, ncclAvg, ncclProd, ncclMin, ncclMax};
+  if (!kit::reduce_op_valid(op)) return false;
+  *out = kNcclOps[op];
+  return true;
 }
 
 // The last pointers check_pointers found to be device memory, with their device.
@@ -100,28 +97,17 @@ ValidPointers& valid_pointers() {
   return cache;
 }
 
-std::string describe_pointer(const void* p) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%p", p);
-  return text;
-}
-
 }  // namespace
 
 AvgMethod choose_avg(int size) { return size == 1 ? AvgMethod::kCopy : AvgMethod::kNccl; }
 
 bool nccl_dtype(int32_t dtype, ncclDataType_t* out, size_t* element_size) {
-  switch (dtype) {
-    case PG_DTYPE_F32: *out = ncclFloat32; break;
-    case PG_DTYPE_F64: *out = ncclFloat64; break;
-    case PG_DTYPE_F16: *out = ncclFloat16; break;
-    case PG_DTYPE_BF16: *out = ncclBfloat16; break;
-    case PG_DTYPE_I8: *out = ncclInt8; break;
-    case PG_DTYPE_U8: *out = ncclUint8; break;
-    case PG_DTYPE_I32: *out = ncclInt32; break;
-    case PG_DTYPE_I64: *out = ncclInt64; break;
-    default: return false;
-  }
+  // By pg_dtype_t: (invalid), f32, f64, f16, bf16, i8, u8, i32, i64; NCCL has every one.
+  constexpr ncclDataType_t kNcclTypes[PG_DTYPE_COUNT_] = {
+      ncclUint8, ncclFloat32, ncclFloat64, ncclFloat16, ncclBfloat16,
+      ncclInt8,  ncclUint8,   ncclInt32,   ncclInt64};
+  if (!kit::dtype_valid(dtype)) return false;
+  *out = kNcclTypes[dtype];
   *element_size = kit::dtype_size(dtype);
   return true;
 }
@@ -181,24 +167,25 @@ Status check_pointers(const pg_backend_op_t& op, const Plan& plan, int device) {
   for (size_t i = 0; i < plan.buffer_count; ++i) {
     const pg_buffer_t* b = plan.buffers[i];
     if (b->count == 0 || valid_pointers().contains(b->data, device)) continue;
-    const char* which = b == &op.input ? "input" : "output";
+    char buffer[64];  // "the input buffer 0x7f..."
+    std::snprintf(buffer, sizeof(buffer), "the %s buffer %p", b == &op.input ? "input" : "output",
+                  b->data);
     cudaPointerAttributes attr{};
     const cudaError_t err = cudaPointerGetAttributes(&attr, b->data);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
-      return invalid(
-          op, std::string("the ") + which + " buffer " + describe_pointer(b->data) +
-                  " is not CUDA memory (cudaPointerGetAttributes: " + cuda_error_text(err) + ")");
+      return invalid(op, buffer + std::string(" is not CUDA memory (cudaPointerGetAttributes: ") +
+                             cuda_error_text(err) + ")");
     }
     if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-      return invalid(op, std::string("the ") + which + " buffer " + describe_pointer(b->data) +
-                             " is " + (attr.type == cudaMemoryTypeHost ? "pinned host" : "host") +
+      return invalid(op, buffer + std::string(" is ") +
+                             (attr.type == cudaMemoryTypeHost ? "pinned host" : "host") +
                              " memory, not device memory of cuda:" + std::to_string(device));
     }
     if (attr.device != device) {
-      return invalid(op, std::string("the ") + which + " buffer " + describe_pointer(b->data) +
-                             " is memory of cuda:" + std::to_string(attr.device) +
-                             ", not of cuda:" + std::to_string(device) + " as the buffer says");
+      return invalid(op, buffer + std::string(" is memory of cuda:") +
+                             std::to_string(attr.device) + ", not of cuda:" +
+                             std::to_string(device) + " as the buffer says");
     }
     valid_pointers().add(b->data, device);
   }
