@@ -66,18 +66,18 @@ Status UcxGroup::connect() {
   Status st = discover_hosts();
   if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
   const bool ours = one_host_ && std::getenv("UCX_TLS") == nullptr;
-  st = UcpContext::create(size_, local_size_, sizeof(RequestSlot), &Io::init_slot,
-                          ours ? kLocalTransports : nullptr, &context_);
+  st = create_context(size_, local_size_, sizeof(RequestSlot), &Io::init_slot,
+                      ours ? kLocalTransports : nullptr, &context_);
   // Shared memory has no peer error handling in UCX: asking for it would only be refused.
   if (ours) err_mode_ = UCP_ERR_HANDLING_MODE_NONE;
-  if (st.ok()) st = UcpWorker::create(context_, &worker_);
-  const int event_fd = st.ok() ? worker_.event_fd() : -1;
+  if (st.ok()) st = create_worker(context_.get(), &worker_);
+  const int event_fd = st.ok() ? worker_event_fd(worker_.get()) : -1;
   wakeup_ = event_fd >= 0;
   if (st.ok()) st = waker_.create(event_fd);
   if (st.ok() && (st = make_reduce_datatype(&reduce_dt_)).ok()) have_reduce_dt_ = true;
   if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
   watch_local_peers();
-  const std::string address = worker_.address();
+  const std::string address = worker_address(worker_.get());
   if (address.empty()) return Status::error(PG_ERR_BACKEND, where + ": no worker address");
   if (const Status set = kit::Store(store_).set(address_key(rank_), address); !set.ok()) {
     return Status::error(
@@ -285,7 +285,7 @@ void UcxGroup::shutdown() {
     worker_.reset();
     if (have_reduce_dt_) ucp_dt_destroy(reduce_dt_);
     have_reduce_dt_ = false;
-    context_ = UcpContext();
+    context_.reset();
     return;
   }
   if (ops_ != nullptr) {
@@ -311,7 +311,7 @@ void UcxGroup::shutdown() {
   if (have_reduce_dt_) ucp_dt_destroy(reduce_dt_);
   have_reduce_dt_ = false;
   abandoned_.clear();
-  context_ = UcpContext();
+  context_.reset();
 }
 
 UcxGroup::~UcxGroup() { shutdown(); }

@@ -6,7 +6,7 @@
 //   Status st = co_await io;              // suspends until all completed; first error
 //
 // Requests carry a RequestSlot in the space UCX reserves for the backend in each request
-// (UcpContext::create's request_size): the slot links the request to its Io and Op, so a
+// (create_context's request_size): the slot links the request to its Io and Op, so a
 // completion callback needs no allocation and no lookup. Callbacks only account and queue
 // the waiting coroutine; the group resumes it after ucp_worker_progress returns.
 // Posting errors (an unknown or lost peer) are reported by the next co_await. A receive

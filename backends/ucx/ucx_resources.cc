@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <utility>
 
 namespace procgroup::ucx_backend {
 namespace {
@@ -42,20 +41,10 @@ pg_status_t status_of(ucs_status_t status) {
   }
 }
 
-// ---- Context ---------------------------------------------------------------------------
+// ---- Context and worker --------------------------------------------------------------
 
-UcpContext::~UcpContext() {
-  if (context_ != nullptr) ucp_cleanup(context_);
-}
-UcpContext::UcpContext(UcpContext&& other) noexcept
-    : context_(std::exchange(other.context_, nullptr)) {}
-UcpContext& UcpContext::operator=(UcpContext&& other) noexcept {
-  std::swap(context_, other.context_);
-  return *this;
-}
-
-Status UcpContext::create(int expected_eps, int local_ranks, size_t request_size,
-                          void (*request_init)(void*), const char* transports, UcpContext* out) {
+Status create_context(int expected_eps, int local_ranks, size_t request_size,
+                      void (*request_init)(void*), const char* transports, UcpContext* out) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // UCX_* from the environment
   if (st != UCS_OK) return ucx_error("reading the UCX configuration", st);
@@ -77,26 +66,11 @@ Status UcpContext::create(int expected_eps, int local_ranks, size_t request_size
   st = ucp_init(&params, config, &context);
   ucp_config_release(config);
   if (st != UCS_OK) return ucx_error("ucp_init", st);
-  *out = UcpContext();
-  out->context_ = context;
+  out->reset(context);
   return {};
 }
 
-// ---- Worker ----------------------------------------------------------------------------
-
-UcpWorker::~UcpWorker() { reset(); }
-UcpWorker::UcpWorker(UcpWorker&& other) noexcept : worker_(std::exchange(other.worker_, nullptr)) {}
-UcpWorker& UcpWorker::operator=(UcpWorker&& other) noexcept {
-  std::swap(worker_, other.worker_);
-  return *this;
-}
-
-void UcpWorker::reset() {
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  worker_ = nullptr;
-}
-
-Status UcpWorker::create(const UcpContext& context, UcpWorker* out) {
+Status create_worker(ucp_context_h context, UcpWorker* out) {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_FLAGS;
   params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -106,25 +80,24 @@ Status UcpWorker::create(const UcpContext& context, UcpWorker* out) {
   // them itself (UcxGroup::shutdown).
   params.flags = UCP_WORKER_FLAG_IGNORE_REQUEST_LEAK;
   ucp_worker_h worker = nullptr;
-  const ucs_status_t st = ucp_worker_create(context.get(), &params, &worker);
+  const ucs_status_t st = ucp_worker_create(context, &params, &worker);
   if (st != UCS_OK) return ucx_error("ucp_worker_create", st);
-  out->reset();
-  out->worker_ = worker;
+  out->reset(worker);
   return {};
 }
 
-std::string UcpWorker::address() const {
+std::string worker_address(ucp_worker_h worker) {
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  if (ucp_worker_get_address(worker_, &address, &length) != UCS_OK) return {};
+  if (ucp_worker_get_address(worker, &address, &length) != UCS_OK) return {};
   std::string bytes(reinterpret_cast<const char*>(address), length);
-  ucp_worker_release_address(worker_, address);
+  ucp_worker_release_address(worker, address);
   return bytes;
 }
 
-int UcpWorker::event_fd() const {
+int worker_event_fd(ucp_worker_h worker) {
   int fd = -1;
-  return ucp_worker_get_efd(worker_, &fd) == UCS_OK ? fd : -1;
+  return ucp_worker_get_efd(worker, &fd) == UCS_OK ? fd : -1;
 }
 
 // ---- Waker -----------------------------------------------------------------------------
@@ -183,11 +156,6 @@ void Waker::wait(int64_t timeout_us, std::vector<int>* ready) {
 }
 
 ProcessHandle::~ProcessHandle() { reset(); }
-ProcessHandle::ProcessHandle(ProcessHandle&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-ProcessHandle& ProcessHandle::operator=(ProcessHandle&& other) noexcept {
-  std::swap(fd_, other.fd_);
-  return *this;
-}
 
 void ProcessHandle::reset() {
   if (fd_ >= 0) ::close(fd_);

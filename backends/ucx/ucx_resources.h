@@ -1,10 +1,10 @@
 // ucx_resources.h — RAII owners for the UCX objects of one group, and the blocking wait.
 //
-//   UcpContext ctx;  Status st = UcpContext::create(size, local, sizeof(Slot), init, nullptr,
-//   &ctx); UcpWorker worker; st = UcpWorker::create(ctx, &worker); std::string addr =
-//   worker.address();            // what the peers need to connect Waker waker;     st =
-//   Waker::create(worker.event_fd(), &waker); waker.wait(10);                                 //
-//   until UCX or wake() signals, 10 ms max
+//   UcpContext ctx;  Status st = create_context(size, local, sizeof(Slot), init, nullptr, &ctx);
+//   UcpWorker worker;  st = create_worker(ctx.get(), &worker);
+//   std::string addr = worker_address(worker.get());  // what the peers need to connect
+//   Waker waker;  st = waker.create(worker_event_fd(worker.get()));
+//   waker.wait(10000, &ready);  // until UCX or wake() signals, 10 ms max
 //
 // The context reads the user's UCX environment (UCX_TLS, UCX_NET_DEVICES, ...) untouched,
 // so shared memory is used within a node and TCP or RDMA across nodes as UCX decides.
@@ -14,7 +14,9 @@
 #include <ucp/api/ucp.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ucx_status.h"
@@ -25,41 +27,26 @@ namespace procgroup::ucx_backend {
 // PG_ERR_OUT_OF_MEMORY, else PG_ERR_BACKEND.
 pg_status_t status_of(ucs_status_t status);
 
-class UcpContext {
- public:
-  UcpContext() = default;
-  ~UcpContext();
-  UcpContext(UcpContext&& other) noexcept;
-  UcpContext& operator=(UcpContext&& other) noexcept;
-  // Tag matching and wakeup; request_size bytes of every request are the backend's, set up
-  // by request_init when UCX allocates the request. transports, when not null, replaces
-  // UCX_TLS (the caller decides when that is right).
-  static Status create(int expected_eps, int local_ranks, size_t request_size,
-                       void (*request_init)(void*), const char* transports, UcpContext* out);
-  ucp_context_h get() const { return context_; }
-
- private:
-  ucp_context_h context_ = nullptr;
+struct ContextRelease {
+  void operator()(ucp_context_h context) const { ucp_cleanup(context); }
 };
-
-class UcpWorker {
- public:
-  UcpWorker() = default;
-  ~UcpWorker();
-  UcpWorker(UcpWorker&& other) noexcept;
-  UcpWorker& operator=(UcpWorker&& other) noexcept;
-  // Serialized mode: the group's mutex orders every call.
-  static Status create(const UcpContext& context, UcpWorker* out);
-  ucp_worker_h get() const { return worker_; }
-  // The worker's address as bytes; empty on failure.
-  std::string address() const;
-  // The fd that becomes readable when the armed worker has events; -1 on failure.
-  int event_fd() const;
-  void reset();
-
- private:
-  ucp_worker_h worker_ = nullptr;
+struct WorkerRelease {
+  void operator()(ucp_worker_h worker) const { ucp_worker_destroy(worker); }
 };
+using UcpContext = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, ContextRelease>;
+using UcpWorker = std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, WorkerRelease>;
+
+// Tag matching and wakeup; request_size bytes of every request are the backend's, set up
+// by request_init when UCX allocates the request. transports, when not null, replaces
+// UCX_TLS (the caller decides when that is right).
+Status create_context(int expected_eps, int local_ranks, size_t request_size,
+                      void (*request_init)(void*), const char* transports, UcpContext* out);
+// Serialized mode: the group's mutex orders every call.
+Status create_worker(ucp_context_h context, UcpWorker* out);
+// The worker's address as bytes; empty on failure.
+std::string worker_address(ucp_worker_h worker);
+// The fd that becomes readable when the armed worker has events; -1 on failure.
+int worker_event_fd(ucp_worker_h worker);
 
 // An epoll set of the worker's event fd, an eventfd other threads write to wake the thread
 // blocked in wait(), and any other fds the group watches (peers' pidfds), each with a tag.
@@ -88,8 +75,8 @@ class ProcessHandle {
  public:
   ProcessHandle() = default;
   ~ProcessHandle();
-  ProcessHandle(ProcessHandle&& other) noexcept;
-  ProcessHandle& operator=(ProcessHandle&& other) noexcept;
+  ProcessHandle(const ProcessHandle&) = delete;
+  ProcessHandle& operator=(const ProcessHandle&) = delete;
   // False if the process is already gone (*gone) or pidfds are unavailable.
   bool open(int pid, bool* gone);
   int fd() const { return fd_; }
