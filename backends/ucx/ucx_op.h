@@ -22,7 +22,7 @@
 
 #include "procgroup/backend_kit/kernels.hpp"
 #include "procgroup/procgroup_backend.h"
-#include "ucx_plan.h"
+#include "ucx_status.h"
 #include "ucx_task.h"
 #include "ucx_work.h"
 

@@ -1,4 +1,4 @@
-// ucx_status.h — the ucx backend's result type (the kit's) and the names used in messages.
+// ucx_status.h — the ucx backend's result and plan types (the kit's), names used in messages.
 //
 //   Status st = Status::error(PG_ERR_PEER_LOST, "allreduce #3: connection to rank 1 lost");
 //   if (!st.ok()) return st;
@@ -16,6 +16,7 @@ namespace procgroup::ucx_backend {
 using Clock = std::chrono::steady_clock;
 
 using Status = kit::Status;
+using Plan = kit::Plan;  // an operation's checked arguments (UcxGroup::submit)
 using kit::op_label;  // "allreduce #12": how messages name an operation
 using kit::op_name;   // "allreduce", "send", ...; "invalid" for anything else
 
