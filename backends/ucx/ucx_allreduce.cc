@@ -57,13 +57,11 @@ Task fold_in(Op& op, const Fold& f, std::byte* data, std::byte* tmp) {
   Io io(op);
   if (f.newrank < 0) {
     io.send(op.rank + 1, data, bytes, 0);
-    PG_KIT_CO_TRY(co_await io);
-  } else {
-    io.recv(op.rank - 1, tmp, bytes, 0);
-    PG_KIT_CO_TRY(co_await io);
-    PG_KIT_CO_TRY(op.combine(data, tmp, data, op.plan.n));  // lower rank first, as below
+    co_return co_await io;
   }
-  co_return Status{};
+  io.recv(op.rank - 1, tmp, bytes, 0);
+  PG_KIT_CO_TRY(co_await io);
+  co_return op.combine(data, tmp, data, op.plan.n);  // lower rank first, as below
 }
 
 // Folding out: the odd rank returns the finished vector.
@@ -75,8 +73,7 @@ Task fold_out(Op& op, const Fold& f, std::byte* data, uint64_t step) {
   } else {
     io.send(op.rank - 1, data, op.plan.bytes(), step);
   }
-  PG_KIT_CO_TRY(co_await io);
-  co_return Status{};
+  co_return co_await io;
 }
 
 // ---- The chunk-pipelined ring -----------------------------------------------------------
@@ -189,8 +186,7 @@ Task run_ring(Op& op, Ring ring) {
     post_initial(i + 1 + ahead);
   }
   post_initial(UINT64_MAX);
-  PG_KIT_CO_TRY(co_await sends);
-  co_return Status{};
+  co_return co_await sends;
 }
 
 }  // namespace
@@ -222,8 +218,7 @@ Task allreduce_recursive_doubling(Op& op) {
   }
   // Ranks that sat out skipped the rounds: the fold-out step is counted, not accumulated.
   if (f.rem > 0) PG_KIT_CO_TRY(co_await fold_out(op, f, out, 1 + log2_of(f.pof2)));
-  PG_KIT_CO_TRY(op.finish_avg(out, op.plan.n));
-  co_return Status{};
+  co_return op.finish_avg(out, op.plan.n);
 }
 
 // ---- Rabenseifner: recursive halving reduce-scatter + recursive doubling allgather -------
@@ -272,8 +267,7 @@ Task allreduce_rabenseifner(Op& op) {
       hi = std::max(hi, other_hi);
     }
   }
-  PG_KIT_CO_TRY(co_await fold_out(op, f, out, 1 + 2 * log2_of(f.pof2)));
-  co_return Status{};
+  co_return co_await fold_out(op, f, out, 1 + 2 * log2_of(f.pof2));
 }
 
 // ---- Ring --------------------------------------------------------------------------------

@@ -81,15 +81,13 @@ Task barrier_dissemination(Op& op) {
 Task send_message(Op& op) {
   Io io(op);
   io.send_tagged(op.desc.peer, op.plan.in, op.plan.bytes(), tags::p2p(op.rank, op.desc.tag, op.plan.dtype));
-  PG_KIT_CO_TRY(co_await io);
-  co_return Status{};
+  co_return co_await io;
 }
 
 Task recv_message(Op& op) {
   Io io(op);
   io.recv_tagged(op.desc.peer, op.plan.out, op.plan.bytes(), tags::p2p(op.desc.peer, op.desc.tag, op.plan.dtype));
-  PG_KIT_CO_TRY(co_await io);
-  co_return Status{};
+  co_return co_await io;
 }
 
 }  // namespace procgroup::ucx_backend

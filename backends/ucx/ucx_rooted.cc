@@ -76,8 +76,7 @@ Task broadcast_binomial(Op& op) {
     if (v + mask < p) sends.send(real_rank(op, v + mask), data, bytes, bit_index(mask));
   }
   if (root && !op.plan.in_place) std::memcpy(out, op.plan.in, bytes);
-  PG_KIT_CO_TRY(co_await sends);
-  co_return Status{};
+  co_return co_await sends;
 }
 
 Task broadcast_chain(Op& op) {
@@ -91,8 +90,7 @@ Task broadcast_chain(Op& op) {
   Io sends(op);
   if (v == 0) {
     if (!op.plan.in_place) std::memcpy(out, op.plan.in, n * es);
-    PG_KIT_CO_TRY(co_await send_windowed(op, next, op.plan.in, chunk * es, n * es));
-    co_return Status{};
+    co_return co_await send_windowed(op, next, op.plan.in, chunk * es, n * es);
   }
   const int prev = real_rank(op, v - 1);
   Window w(op);
@@ -105,8 +103,7 @@ Task broadcast_chain(Op& op) {
     if (c + w.size < chunks) w[c].recv(prev, out + (c + w.size) * chunk * es, len(c + w.size), 0);
     if (next >= 0) sends.send(next, out + c * chunk * es, len(c), 0);
   }
-  PG_KIT_CO_TRY(co_await sends);
-  co_return Status{};
+  co_return co_await sends;
 }
 
 // ---- Reduce ------------------------------------------------------------------------------
@@ -124,8 +121,7 @@ Task reduce_binomial(Op& op) {
     Io io(op);
     if ((v & mask) != 0) {
       io.send(real_rank(op, v - mask), acc, bytes, bit_index(mask));
-      PG_KIT_CO_TRY(co_await io);
-      co_return Status{};
+      co_return co_await io;
     }
     if (v + mask >= p) continue;
     if (tmp == nullptr) tmp = op.scratch(bytes);
@@ -136,8 +132,7 @@ Task reduce_binomial(Op& op) {
     acc = own;
   }
   if (acc != op.plan.out) std::memcpy(op.plan.out, acc, bytes);
-  PG_KIT_CO_TRY(op.finish_avg(op.plan.out, n));
-  co_return Status{};
+  co_return op.finish_avg(op.plan.out, n);
 }
 
 Task reduce_chain(Op& op) {
@@ -150,8 +145,7 @@ Task reduce_chain(Op& op) {
   const int down = v > 0 ? real_rank(op, v - 1) : -1;
   const std::byte* in = op.plan.in;
   if (v == p - 1) {
-    PG_KIT_CO_TRY(co_await send_windowed(op, down, in, chunk * es, n * es));
-    co_return Status{};
+    co_return co_await send_windowed(op, down, in, chunk * es, n * es);
   }
   Io sends(op);
   const int up = real_rank(op, v + 1);
@@ -193,8 +187,7 @@ Task reduce_chain(Op& op) {
       sends.send(down, into, count(c) * es, 0);
     }
   }
-  PG_KIT_CO_TRY(co_await sends);
-  co_return Status{};
+  co_return co_await sends;
 }
 
 // ---- Gather and scatter: every message posted at once -------------------------------------
@@ -210,8 +203,7 @@ Task gather_linear(Op& op) {
     }
     if (!op.plan.in_place) std::memcpy(op.plan.out + op.rank * bytes, op.plan.in, bytes);
   }
-  PG_KIT_CO_TRY(co_await io);
-  co_return Status{};
+  co_return co_await io;
 }
 
 Task scatter_linear(Op& op) {
@@ -225,8 +217,7 @@ Task scatter_linear(Op& op) {
     }
     if (!op.plan.in_place) std::memcpy(op.plan.out, op.plan.in + op.rank * bytes, bytes);
   }
-  PG_KIT_CO_TRY(co_await io);
-  co_return Status{};
+  co_return co_await io;
 }
 
 // ---- Confirmation -------------------------------------------------------------------------
@@ -242,8 +233,7 @@ Task confirmed_by_receivers(Op& op, Task inner) {
   }
   PG_KIT_CO_TRY(co_await inner);
   if (!root) confirms.send_confirm(op.desc.root);
-  PG_KIT_CO_TRY(co_await confirms);
-  co_return Status{};
+  co_return co_await confirms;
 }
 
 }  // namespace procgroup::ucx_backend

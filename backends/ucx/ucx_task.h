@@ -6,8 +6,7 @@
 //     Io io(op);
 //     io.send(peer, mine, bytes, /*step=*/0);
 //     io.recv(peer, theirs, bytes, 0);
-//     PG_KIT_CO_TRY(co_await io);          // suspends until both requests completed
-//     co_return Status{};
+//     co_return co_await io;               // suspends until both requests completed
 //   }
 //   PG_KIT_CO_TRY(co_await exchange(op, 1));   // a Task awaits another (symmetric transfer)
 //
