@@ -111,11 +111,7 @@ void UcxGroup::handle_peer_failures() {
     if (departed_[peer]) {
       // It said goodbye: its endpoint going away is expected. Close ours.
       if (eps_[peer] != nullptr) {
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        void* request = ucp_ep_close_nbx(eps_[peer], &param);
-        if (request != nullptr && !UCS_PTR_IS_ERR(request)) ucp_request_free(request);
+        if (void* request = close_ep(eps_[peer], true)) ucp_request_free(request);
         eps_[peer] = nullptr;
       }
       continue;
@@ -146,17 +142,7 @@ void UcxGroup::notify_peers(uint8_t kind, pg_status_t code, const std::string& t
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) sending.push_back(request);
   }
   // Best effort: a peer that is gone or slow learns it from its own timeout.
-  const auto until = Clock::now() + kControlNoticeLimit;
-  while (!sending.empty()) {
-    ucp_worker_progress(worker_.get());
-    if (ucp_request_check_status(sending.back()) != UCS_INPROGRESS) {
-      ucp_request_free(sending.back());
-      sending.pop_back();
-    } else if (Clock::now() >= until) {
-      for (void* request : sending) ucp_request_free(request);
-      break;
-    }
-  }
+  finish_requests(worker_.get(), std::move(sending), Clock::now() + kControlNoticeLimit);
 }
 
 // ---- Timeouts ---------------------------------------------------------------------------

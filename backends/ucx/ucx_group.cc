@@ -326,32 +326,13 @@ UcxGroup::~UcxGroup() { shutdown(); }
 
 void UcxGroup::close_endpoints(bool force, Clock::time_point until) {
   std::vector<void*> closing;
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   for (auto& [peer, ep] : eps_) {
     if (ep == nullptr) continue;
-    void* request = ucp_ep_close_nbx(ep, &param);
-    if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);
+    if (void* request = close_ep(ep, force)) closing.push_back(request);
     ep = nullptr;
   }
   // A flush waits for our last messages; a peer gone without a word ends it by the limit.
-  while (!closing.empty()) {
-    ucp_worker_progress(worker_.get());
-    for (size_t i = 0; i < closing.size();) {
-      if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
-        ucp_request_free(closing[i]);
-        closing[i] = closing.back();
-        closing.pop_back();
-      } else {
-        ++i;
-      }
-    }
-    if (Clock::now() >= until) {
-      for (void* request : closing) ucp_request_free(request);  // UCX finishes them alone
-      break;
-    }
-  }
+  finish_requests(worker_.get(), std::move(closing), until);
 }
 
 void UcxGroup::log(int32_t level, const std::string& message) const {

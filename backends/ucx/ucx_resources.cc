@@ -100,6 +100,27 @@ int worker_event_fd(ucp_worker_h worker) {
   return ucp_worker_get_efd(worker, &fd) == UCS_OK ? fd : -1;
 }
 
+void* close_ep(ucp_ep_h ep, bool force) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  void* request = ucp_ep_close_nbx(ep, &param);
+  return request != nullptr && !UCS_PTR_IS_ERR(request) ? request : nullptr;
+}
+
+void finish_requests(ucp_worker_h worker, std::vector<void*> requests, Clock::time_point until) {
+  while (!requests.empty()) {
+    ucp_worker_progress(worker);
+    std::erase_if(requests, [](void* request) {
+      if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
+      ucp_request_free(request);
+      return true;
+    });
+    if (Clock::now() >= until) break;
+  }
+  for (void* request : requests) ucp_request_free(request);
+}
+
 // ---- Waker -----------------------------------------------------------------------------
 
 Waker::~Waker() {

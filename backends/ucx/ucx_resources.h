@@ -48,6 +48,12 @@ std::string worker_address(ucp_worker_h worker);
 // The fd that becomes readable when the armed worker has events; -1 on failure.
 int worker_event_fd(ucp_worker_h worker);
 
+// Starts closing ep (force: without flushing it); the request to wait for, or null.
+void* close_ep(ucp_ep_h ep, bool force);
+// Progresses the worker until every request completed or `until`, then frees them all (UCX
+// finishes those still running alone).
+void finish_requests(ucp_worker_h worker, std::vector<void*> requests, Clock::time_point until);
+
 // An epoll set of the worker's event fd, an eventfd other threads write to wake the thread
 // blocked in wait(), and any other fds the group watches (peers' pidfds), each with a tag.
 class Waker {
