@@ -288,25 +288,21 @@ void UcxGroup::shutdown() {
   waker_.wake();
   if (progress_thread_.joinable()) progress_thread_.join();
   std::unique_lock<std::mutex> lock(mu_);
-  if (worker_.get() == nullptr || !endpoints_ready_) {  // group_create failed part way
-    shut_down_ = true;
-    worker_.reset();
-    if (have_reduce_dt_) ucp_dt_destroy(reduce_dt_);
-    have_reduce_dt_ = false;
-    context_.reset();
-    return;
-  }
-  if (ops_ != nullptr) {
-    break_group(PG_ERR_ABORTED, "the group was destroyed with operations pending", true);
-    drain(lock, Clock::now() + kCloseLimit);
-  }
-  if (!broken_)
-    notify_peers(kControlGoodbye, PG_OK, "");  // goodbye: our endpoints closing is no failure
-  close_endpoints(broken_, Clock::now() + kCloseLimit);
-  if (control_request_ != nullptr) {
-    ucp_request_cancel(worker_.get(), control_request_);
-    const auto until = Clock::now() + kCloseLimit;
-    while (control_request_ != nullptr && Clock::now() < until) ucp_worker_progress(worker_.get());
+  if (worker_ != nullptr && endpoints_ready_) {  // else group_create failed part way
+    if (ops_ != nullptr) {
+      break_group(PG_ERR_ABORTED, "the group was destroyed with operations pending", true);
+      drain(lock, Clock::now() + kCloseLimit);
+    }
+    if (!broken_)
+      notify_peers(kControlGoodbye, PG_OK, "");  // goodbye: our endpoints closing is no failure
+    close_endpoints(broken_, Clock::now() + kCloseLimit);
+    if (control_request_ != nullptr) {
+      ucp_request_cancel(worker_.get(), control_request_);
+      const auto until = Clock::now() + kCloseLimit;
+      while (control_request_ != nullptr && Clock::now() < until) {
+        ucp_worker_progress(worker_.get());
+      }
+    }
   }
   shut_down_ = true;
   int held = 0;
