@@ -145,15 +145,7 @@ Task run_ring(Op& op, Ring ring) {
     if (e.step >= p - 1) {
       slots[k]->recv(op.left(), chunk_dst, bytes, e.step);
     } else if (fused) {
-      targets[k] = ReduceInto{.dst = chunk_dst,
-                              .mine = ring.src[e.block] + e.chunk * chunk * es,
-                              .es = es,
-                              .dtype = op.dtype(),
-                              .op = op.reduce_op(),
-                              .bytes = bytes,
-                              .host = op.host,
-                              .failure = {},
-                              .split = {}};
+      targets[k] = op.reduce_into(chunk_dst, ring.src[e.block] + e.chunk * chunk * es, bytes);
       slots[k]->recv_reduce(op.left(), &targets[k], e.step);
     } else {
       slots[k]->recv(op.left(), tmp + k * chunk * es, bytes, e.step);

@@ -22,6 +22,7 @@
 
 #include "procgroup/backend_kit/kernels.hpp"
 #include "procgroup/procgroup_backend.h"
+#include "ucx_recv_reduce.h"
 #include "ucx_status.h"
 #include "ucx_task.h"
 #include "ucx_work.h"
@@ -73,6 +74,19 @@ struct Op {
   // out = a op b over count elements of the op's dtype (AVG: sum), by the core's kernels.
   [[nodiscard]] Status combine(void* out, const void* a, const void* b, size_t count) const {
     return kit::reduce_to(host, out, a, b, count, plan.dtype, desc.reduce_op);
+  }
+  // The target of a receive that reduces as it unpacks (ucx_recv_reduce.h): bytes of
+  // dst = mine op received.
+  ReduceInto reduce_into(std::byte* dst, const std::byte* mine, uint64_t bytes) const {
+    return ReduceInto{.dst = dst,
+                      .mine = mine,
+                      .es = plan.es,
+                      .dtype = plan.dtype,
+                      .op = desc.reduce_op,
+                      .bytes = bytes,
+                      .host = host,
+                      .failure = {},
+                      .split = {}};
   }
   // AVG's division by the group size; nothing for other reduce ops.
   [[nodiscard]] Status finish_avg(void* data, size_t count) const {

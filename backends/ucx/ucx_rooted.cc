@@ -159,15 +159,7 @@ Task reduce_chain(Op& op) {
   auto post = [&](uint64_t c) {
     if (!fused) return w[c].recv(up, slot(c), count(c) * es, 0);
     ReduceInto& t = targets[c % w.size];
-    t = ReduceInto{.dst = acc + c * chunk * es,
-                   .mine = in + c * chunk * es,
-                   .es = es,
-                   .dtype = op.dtype(),
-                   .op = op.reduce_op(),
-                   .bytes = count(c) * es,
-                   .host = op.host,
-                   .failure = {},
-                   .split = {}};
+    t = op.reduce_into(acc + c * chunk * es, in + c * chunk * es, count(c) * es);
     w[c].recv_reduce(up, &t, 0);
   };
   for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) post(c);

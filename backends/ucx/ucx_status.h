@@ -17,8 +17,8 @@ using Clock = std::chrono::steady_clock;
 
 using Status = kit::Status;
 using Plan = kit::Plan;  // an operation's checked arguments (UcxGroup::submit)
-using kit::op_label;  // "allreduce #12": how messages name an operation
-using kit::op_name;   // "allreduce", "send", ...; "invalid" for anything else
+using kit::op_label;     // "allreduce #12": how messages name an operation
+using kit::op_name;      // "allreduce", "send", ...; "invalid" for anything else
 
 }  // namespace procgroup::ucx_backend
 
