@@ -1,6 +1,7 @@
 // Allreduce algorithms, and the chunk-pipelined ring shared with reduce_scatter and
 // allgather (see ucx_algorithms.h).
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -35,11 +36,7 @@ struct Fold {
   int real(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
 };
 
-int log2_of(int pof2) {
-  int bits = 0;
-  while ((1 << bits) < pof2) ++bits;
-  return bits;
-}
+int log2_of(int pof2) { return std::countr_zero(static_cast<unsigned>(pof2)); }
 
 Fold fold_of(int rank, int size) {
   int pof2 = 1;

@@ -2,6 +2,7 @@
 // chains for large ones), gather and scatter (see ucx_algorithms.h), and the confirmation
 // that tells a broadcast's or scatter's root that every rank received what it sent.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -18,11 +19,7 @@ namespace {
 int virtual_rank(const Op& op) { return (op.rank - op.desc.root + op.size) % op.size; }
 int real_rank(const Op& op, int v) { return (v + op.desc.root) % op.size; }
 
-int bit_index(int mask) {
-  int i = 0;
-  while ((1 << i) != mask) ++i;
-  return i;
-}
+int bit_index(int mask) { return std::countr_zero(static_cast<unsigned>(mask)); }
 
 // W receives in flight, each in its own Io so they complete (and are handled) in order.
 struct Window {
