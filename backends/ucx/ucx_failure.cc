@@ -240,7 +240,7 @@ void UcxGroup::abandon_running() {
   if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
 }
 
-void UcxGroup::drain(std::unique_lock<std::mutex>&, Clock::time_point until) {
+void UcxGroup::drain(Clock::time_point until) {
   while (ops_ != nullptr && Clock::now() < until) poll_once();
   if (ops_ != nullptr) abandon_running();
 }

@@ -270,10 +270,10 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
 }
 
 void UcxGroup::abort() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_) return;
   break_group(PG_ERR_ABORTED, "group_abort was called", true);
-  drain(lock, Clock::now() + kCloseLimit);
+  drain(Clock::now() + kCloseLimit);
 }
 
 // ---- Shutdown -----------------------------------------------------------------------
@@ -287,11 +287,11 @@ void UcxGroup::shutdown() {
   thread_cv_.notify_all();
   waker_.wake();
   if (progress_thread_.joinable()) progress_thread_.join();
-  std::unique_lock<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (worker_ != nullptr && endpoints_ready_) {  // else group_create failed part way
     if (ops_ != nullptr) {
       break_group(PG_ERR_ABORTED, "the group was destroyed with operations pending", true);
-      drain(lock, Clock::now() + kCloseLimit);
+      drain(Clock::now() + kCloseLimit);
     }
     if (!broken_)
       notify_peers(kControlGoodbye, PG_OK, "");  // goodbye: our endpoints closing is no failure

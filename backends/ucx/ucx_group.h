@@ -77,8 +77,6 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   void poll_for_test();
 
   // ---- For Io and algorithms (the mutex is held) ----
-  int rank() const { return rank_; }
-  int size() const { return size_; }
   const Tuning& tuning() const { return tuning_; }
   ucp_worker_h worker() const { return worker_.get(); }
   ucp_datatype_t reduce_datatype() const { return reduce_dt_; }
@@ -145,7 +143,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   void break_group(pg_status_t code, const std::string& reason, bool tell_peers);
   std::string exit_cause(int peer) const;
   void abandon_running();
-  void drain(std::unique_lock<std::mutex>& lock, Clock::time_point until);
+  void drain(Clock::time_point until);
   void log(int32_t level, const std::string& message) const;
 
   const pg_host_services_t* host_;

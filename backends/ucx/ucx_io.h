@@ -74,8 +74,6 @@ class Io {
   void send_confirm(int peer);
   void recv_confirm(int peer);
 
-  bool idle() const { return pending_ == 0; }
-  int pending() const { return pending_; }
   // Peers of the outstanding receives (then sends), for "waiting for rank 3" messages.
   int first_waited_peer() const;
   // Calls f(peer, is_recv) for every outstanding request (for diagnostics).

@@ -69,7 +69,6 @@ class [[nodiscard]] Task {
     if (h_) h_.destroy();
   }
 
-  bool valid() const { return static_cast<bool>(h_); }
   bool done() const { return h_.done(); }
   // Runs the top-level task until it first suspends (or finishes).
   void start() { h_.resume(); }

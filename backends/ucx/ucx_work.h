@@ -28,7 +28,6 @@ class Work {
   Work(std::shared_ptr<UcxGroup> group, Clock::time_point deadline)
       : group_(std::move(group)), deadline_(deadline) {}
 
-  Clock::time_point deadline() const { return deadline_; }
   bool done() const { return done_.load(std::memory_order_acquire); }
 
   // Completes the work once (under the group's mutex); later calls change nothing.
