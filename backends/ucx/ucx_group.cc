@@ -47,27 +47,27 @@ UcxGroup::UcxGroup(const pg_backend_group_config_t& config, const pg_host_servic
 Status UcxGroup::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                         std::shared_ptr<UcxGroup>* out) {
   std::shared_ptr<UcxGroup> group(new UcxGroup(config, host));
-  Status st = group->connect();
-  if (!st.ok()) return st;
+  if (Status st = group->connect(); !st.ok()) {
+    return Status::error(st.code, "ucx: group '" + group->group_id_ + "' (rank " +
+                                      std::to_string(group->rank_) + " of " +
+                                      std::to_string(group->size_) + "): " + st.message);
+  }
   group->progress_thread_ = std::thread([g = group.get()] { g->progress_loop(); });
   *out = std::move(group);
   return {};
 }
 
 Status UcxGroup::connect() {
-  const std::string where = "ucx: group '" + group_id_ + "' (rank " + std::to_string(rank_) +
-                            " of " + std::to_string(size_) + ")";
   if (size_ > tags::kMaxRanks) {
-    return Status::error(PG_ERR_UNSUPPORTED, where + ": groups are limited to " +
-                                                 std::to_string(tags::kMaxRanks) + " ranks");
+    return Status::error(PG_ERR_UNSUPPORTED,
+                         "groups are limited to " + std::to_string(tags::kMaxRanks) + " ranks");
   }
   // Without the user's UCX_TLS, a group on one host picks its transports (kLocalTransports).
   // UCX then has no transport that reports a dead peer; pidfds do that (ucx_peers.cc).
-  Status st = discover_hosts();
-  if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
+  PG_KIT_TRY(discover_hosts());
   const bool ours = one_host_ && std::getenv("UCX_TLS") == nullptr;
-  st = create_context(size_, local_size_, sizeof(RequestSlot), &Io::init_slot,
-                      ours ? kLocalTransports : nullptr, &context_);
+  Status st = create_context(size_, local_size_, sizeof(RequestSlot), &Io::init_slot,
+                             ours ? kLocalTransports : nullptr, &context_);
   // Shared memory has no peer error handling in UCX: asking for it would only be refused.
   if (ours) err_mode_ = UCP_ERR_HANDLING_MODE_NONE;
   if (st.ok()) st = create_worker(context_.get(), &worker_);
@@ -75,14 +75,12 @@ Status UcxGroup::connect() {
   wakeup_ = event_fd >= 0;
   if (st.ok()) st = waker_.create(event_fd);
   if (st.ok() && (st = make_reduce_datatype(&reduce_dt_)).ok()) have_reduce_dt_ = true;
-  if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
+  if (!st.ok()) return st;
   watch_local_peers();
   const std::string address = worker_address(worker_.get());
-  if (address.empty()) return Status::error(PG_ERR_BACKEND, where + ": no worker address");
+  if (address.empty()) return Status::error(PG_ERR_BACKEND, "no worker address");
   if (const Status set = kit::Store(store_).set(address_key(rank_), address); !set.ok()) {
-    return Status::error(
-        set.code,
-        where + ": " + store_failure(set.code, "publishing the worker address", "").message);
+    return store_failure(set.code, "publishing the worker address", "");
   }
   addresses_[rank_] = address;
   endpoints_ready_ = true;
@@ -90,17 +88,12 @@ Status UcxGroup::connect() {
   std::lock_guard<std::mutex> lock(mu_);
   if (size_ <= tuning_.connect_all_max) {
     for (int i = 1; i < size_; ++i) {
-      st = connect_peer((rank_ + i) % size_);
-      if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
+      PG_KIT_TRY(connect_peer((rank_ + i) % size_));
     }
   }
   post_control_recv();
   last_activity_ = Clock::now();
-  if (size_ <= tuning_.connect_all_max) {
-    st = greet_peers();
-    if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
-  }
-  return {};
+  return size_ <= tuning_.connect_all_max ? greet_peers() : Status{};
 }
 
 // Every rank tells every peer it is connected and waits to hear the same from all: no rank
