@@ -74,7 +74,7 @@ Status UcxGroup::connect() {
   const int event_fd = st.ok() ? worker_event_fd(worker_.get()) : -1;
   wakeup_ = event_fd >= 0;
   if (st.ok()) st = waker_.create(event_fd);
-  if (st.ok() && (st = make_reduce_datatype(&reduce_dt_)).ok()) have_reduce_dt_ = true;
+  if (st.ok()) st = make_reduce_datatype(&reduce_dt_);
   if (!st.ok()) return st;
   watch_local_peers();
   const std::string address = worker_address(worker_.get());
@@ -305,8 +305,7 @@ void UcxGroup::shutdown() {
                          "completed (their peers failed or left); released with the worker");
   }
   worker_.reset();  // also releases requests UCX still held for abandoned ops
-  if (have_reduce_dt_) ucp_dt_destroy(reduce_dt_);
-  have_reduce_dt_ = false;
+  if (reduce_dt_ != 0) ucp_dt_destroy(reduce_dt_);
   abandoned_.clear();
   context_.reset();
 }

@@ -162,8 +162,8 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   Waker waker_;
   bool wakeup_ = false;  // UCX gave us an event fd to sleep on
   ucp_err_handling_mode_t err_mode_ = UCP_ERR_HANDLING_MODE_PEER;
-  ucp_datatype_t reduce_dt_ = 0;  // generic: receives that reduce (ucx_recv_reduce.h)
-  bool have_reduce_dt_ = false;
+  // Generic, for receives that reduce (ucx_recv_reduce.h); 0 until made (never a datatype).
+  ucp_datatype_t reduce_dt_ = 0;
   // Per peer, keyed by rank and made on first use: a group's memory follows the peers it
   // talks to, not its size (up to 2^22 ranks, most of them never met in a lazy group).
   template <typename T>
