@@ -74,6 +74,7 @@ void UcxGroup::post_control_recv() {
 // ---- Handling, after progress returned ----------------------------------------------------
 
 void UcxGroup::handle_control() {
+  control_arrived_ = false;  // post_control_recv() below may find the next one waiting
   const uint8_t kind = static_cast<uint8_t>(control_buf_[0]);
   int32_t code = 0, source = -1;
   uint32_t length = 0;

@@ -42,10 +42,7 @@ bool UcxGroup::poll_once() {
     any = true;
     run_ready();
   }
-  if (control_arrived_) {
-    control_arrived_ = false;
-    handle_control();
-  }
+  if (control_arrived_) handle_control();
   if (!failed_peers_.empty()) handle_peer_failures();
   if (!finalize_.empty()) {
     any = true;
@@ -79,10 +76,7 @@ void UcxGroup::settle(Op* op) {
       // notice, if already here, names the cause and wins.
       for (int i = 0; i < 16 && ucp_worker_progress(worker_.get()) != 0; ++i) {
       }
-      if (control_arrived_) {
-        control_arrived_ = false;
-        handle_control();
-      }
+      if (control_arrived_) handle_control();
     }
     // Only now: requests of this op completed above must not queue it for finalize().
     op->task_done = true;
@@ -110,13 +104,11 @@ void UcxGroup::finalize(Op* op) {
   // (forced endpoint close, cancelled receives), which already queued it: no dangling
   // pointer may stay behind in finalize_.
   if (op->queued) std::erase(finalize_, op);
-  Status& result = op->task.result();
-  if (result.ok()) {
+  // Only an op whose task returned gets here, and settle() made a failed task's failure.
+  if (op->task.result().ok()) {
     op->work->complete(PG_OK, "");
-  } else if (!op->failure.ok()) {
-    op->work->complete(op->failure.code, op->failure.message);
   } else {
-    op->work->complete(result.code, op_label(op->desc) + ": " + result.message);
+    op->work->complete(op->failure.code, op->failure.message);
   }
   if (op->prev != nullptr) op->prev->next = op->next;
   if (op->next != nullptr) op->next->prev = op->prev;
