@@ -122,11 +122,8 @@ std::chrono::milliseconds UcxGroup::op_timeout(const pg_backend_op_t& desc) cons
   return desc.timeout_ms > 0 ? clamped(desc.timeout_ms) : timeout_;
 }
 
-Status UcxGroup::fetch_address(int peer, std::string* address) {
-  if (!addresses_[peer].empty()) {
-    *address = addresses_[peer];
-    return {};
-  }
+Status UcxGroup::fetch_address(int peer) {
+  if (!addresses_[peer].empty()) return {};
   // A lazy connect runs inside operations (and holds the group's mutex): wait no longer
   // than the soonest of them has left.
   auto wait = timeout_;
@@ -143,19 +140,16 @@ Status UcxGroup::fetch_address(int peer, std::string* address) {
     return store_failure(st.code, "reading rank " + std::to_string(peer) + "'s UCX address",
                          "rank " + std::to_string(peer) + " never published its UCX address", wait);
   }
-  *address = addresses_[peer];
   return {};
 }
 
 Status UcxGroup::connect_peer(int peer) {
-  std::string address;
-  Status st = fetch_address(peer, &address);
-  if (!st.ok()) return st;
+  PG_KIT_TRY(fetch_address(peer));
   watch_if_local(peer);
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  params.address = reinterpret_cast<const ucp_address_t*>(addresses_[peer].data());
   params.err_handler.cb = &UcxGroup::on_ep_error;
   PeerArg& arg = peer_args_[peer];
   arg = PeerArg{this, peer};

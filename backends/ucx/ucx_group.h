@@ -96,7 +96,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   Status connect();
   Status greet_peers();
   Status connect_peer(int peer);
-  Status fetch_address(int peer, std::string* address);
+  Status fetch_address(int peer);  // into addresses_[peer]
   // The op's own timeout (clamped), else the group's.
   std::chrono::milliseconds op_timeout(const pg_backend_op_t& desc) const;
   void close_endpoints(bool force, Clock::time_point until);
