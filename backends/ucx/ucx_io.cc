@@ -198,12 +198,13 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Ch
   }
   param.user_data = this;
   early_ = Early{};
+  // A receive needs no endpoint, but connecting lets UCX report the peer's failure.
+  ucp_ep_h ep = nullptr;
+  if (Status st = group->endpoint(peer, !is_recv, &ep); !st.ok()) {
+    return fail(st.code, describe(is_recv, bytes, peer) + ": " + st.message);
+  }
   void* request;
   if (is_recv) {
-    // A receive needs no endpoint, but connecting lets UCX report the peer's failure.
-    ucp_ep_h ep = nullptr;
-    Status st = group->endpoint(peer, false, &ep);
-    if (!st.ok()) return fail(st.code, describe(true, bytes, peer) + ": " + st.message);
     // UCX 1.13 does not fill recv_info when a waiting message completes the receive inside
     // this call: denying immediate completion makes it report every length to on_recv.
     param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
@@ -212,9 +213,6 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Ch
     if (request == nullptr)
       return fail(PG_ERR_BACKEND, describe(true, bytes, peer) + ": UCX completed it unreported");
   } else {
-    ucp_ep_h ep = nullptr;
-    Status st = group->endpoint(peer, true, &ep);
-    if (!st.ok()) return fail(st.code, describe(false, bytes, peer) + ": " + st.message);
     param.cb.send = &Io::on_send;
     request = ucp_tag_send_nbx(ep, data, bytes, tag, &param);
     if (request == nullptr) return;  // buffered or sent at once
