@@ -81,8 +81,7 @@ Task confirmed_by_receivers(Op& op, Task inner);
 Task allgather_bruck(Op& op);
 Task alltoall_pairwise(Op& op);
 Task barrier_dissemination(Op& op);
-Task send_message(Op& op);
-Task recv_message(Op& op);
+Task p2p_message(Op& op);  // send or recv
 
 // Scratch buffers reused across operations (allocations of fresh pages would fault on
 // every large collective). Not thread-safe: the group's mutex guards it.

@@ -78,15 +78,14 @@ Task barrier_dissemination(Op& op) {
   co_return Status{};
 }
 
-Task send_message(Op& op) {
+Task p2p_message(Op& op) {
   Io io(op);
-  io.send_tagged(op.desc.peer, op.plan.in, op.plan.bytes(), tags::p2p(op.rank, op.desc.tag, op.plan.dtype));
-  co_return co_await io;
-}
-
-Task recv_message(Op& op) {
-  Io io(op);
-  io.recv_tagged(op.desc.peer, op.plan.out, op.plan.bytes(), tags::p2p(op.desc.peer, op.desc.tag, op.plan.dtype));
+  const int peer = op.desc.peer;
+  if (op.desc.op == PG_OP_SEND) {
+    io.send_tagged(peer, op.plan.in, op.plan.bytes(), tags::p2p(op.rank, op.desc.tag, op.dtype()));
+  } else {
+    io.recv_tagged(peer, op.plan.out, op.plan.bytes(), tags::p2p(peer, op.desc.tag, op.dtype()));
+  }
   co_return co_await io;
 }
 

@@ -83,8 +83,7 @@ static Task make_data_task(Op& op);
 Task make_task(Op& op) {
   const Plan& plan = op.plan;
   const pg_op_t kind = op.desc.op;
-  if (kind == PG_OP_SEND) return send_message(op);
-  if (kind == PG_OP_RECV) return recv_message(op);
+  if (kind == PG_OP_SEND || kind == PG_OP_RECV) return p2p_message(op);
   // Every message of a collective carries what this rank passed (ucx_tags.h).
   op.fingerprint =
       OpFingerprint::collective(kind, plan.dtype, plan.n, op.desc.root, op.desc.reduce_op).bits;
