@@ -78,23 +78,6 @@ Tuning Tuning::from_env() {
 }
 
 // The algorithm that moves a collective's data (make_task adds what surrounds it).
-static Task make_data_task(Op& op);
-
-Task make_task(Op& op) {
-  const Plan& plan = op.plan;
-  const pg_op_t kind = op.desc.op;
-  if (kind == PG_OP_SEND || kind == PG_OP_RECV) return p2p_message(op);
-  // Every message of a collective carries what this rank passed (ucx_tags.h).
-  op.fingerprint =
-      OpFingerprint::collective(kind, plan.dtype, plan.n, op.desc.root, op.desc.reduce_op).bits;
-  if (kind == PG_OP_BARRIER) return barrier_dissemination(op);
-  if (op.size == 1 || plan.n == 0) return local_only(op);
-  if (kind == PG_OP_BROADCAST || kind == PG_OP_SCATTER) {
-    return confirmed_by_receivers(op, make_data_task(op));
-  }
-  return make_data_task(op);
-}
-
 static Task make_data_task(Op& op) {
   const Tuning& t = op.group->tuning();
   const Plan& plan = op.plan;
@@ -139,6 +122,21 @@ static Task make_data_task(Op& op) {
     case PG_OP_SCATTER: return scatter_linear(op);
     default: return alltoall_pairwise(op);
   }
+}
+
+Task make_task(Op& op) {
+  const Plan& plan = op.plan;
+  const pg_op_t kind = op.desc.op;
+  if (kind == PG_OP_SEND || kind == PG_OP_RECV) return p2p_message(op);
+  // Every message of a collective carries what this rank passed (ucx_tags.h).
+  op.fingerprint =
+      OpFingerprint::collective(kind, plan.dtype, plan.n, op.desc.root, op.desc.reduce_op).bits;
+  if (kind == PG_OP_BARRIER) return barrier_dissemination(op);
+  if (op.size == 1 || plan.n == 0) return local_only(op);
+  if (kind == PG_OP_BROADCAST || kind == PG_OP_SCATTER) {
+    return confirmed_by_receivers(op, make_data_task(op));
+  }
+  return make_data_task(op);
 }
 
 // ---- Scratch pool ------------------------------------------------------------------------
