@@ -245,16 +245,13 @@ void UcxGroup::poll_for_test() {
 
 void UcxGroup::progress_loop() {
   std::unique_lock<std::mutex> lock(mu_);
-  auto period = std::chrono::duration_cast<std::chrono::milliseconds>(kActivePeriod);
+  auto period = kActivePeriod;
   while (!stopping_) {
     thread_idle_ = period > kActivePeriod;
     thread_cv_.wait_for(lock, period);
     if (stopping_) break;
     const auto now = Clock::now();
-    period = now - last_activity_ < kIdleAfter
-                 ? std::chrono::duration_cast<std::chrono::milliseconds>(kActivePeriod)
-                 : std::min(period * 2,
-                            std::chrono::duration_cast<std::chrono::milliseconds>(kIdlePeriod));
+    period = now - last_activity_ < kIdleAfter ? kActivePeriod : std::min(period * 2, kIdlePeriod);
     if (poller_active_) continue;
     if (running_.load(std::memory_order_relaxed) == 0) {
       poll_once();  // UCX's own housekeeping: wireup replies, keepalive, goodbyes
@@ -270,7 +267,7 @@ void UcxGroup::progress_loop() {
     poller_active_ = false;
     want_poll_.store(false, std::memory_order_relaxed);
     if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
-    period = std::chrono::duration_cast<std::chrono::milliseconds>(kActivePeriod);
+    period = kActivePeriod;
   }
 }
 
