@@ -11,8 +11,6 @@ namespace {
 // A wait without its own timeout ends by the work's deadline (the group fails every work
 // then); the grace covers the breaking of the group.
 constexpr auto kWaitGrace = std::chrono::seconds(5);
-// Longer waits mean "forever": clamped so time points cannot overflow.
-constexpr int64_t kMaxWaitMs = int64_t{7} * 24 * 3600 * 1000;
 
 }  // namespace
 
@@ -36,10 +34,10 @@ pg_status_t Work::test(std::string* message) {
 
 pg_status_t Work::wait(int64_t timeout_ms, std::string* message) {
   if (!done()) {
-    const auto now = kit::lazy_deadline_after(0);  // now, a few ms late at worst, cheaply
+    // Cheap clock reads, a few ms late at worst; huge timeouts saturate (mean "forever").
     const auto until = timeout_ms < 0
-                           ? std::max(deadline_, now) + kWaitGrace
-                           : now + std::chrono::milliseconds(std::min(timeout_ms, kMaxWaitMs));
+                           ? std::max(deadline_, kit::lazy_deadline_after(0)) + kWaitGrace
+                           : kit::lazy_deadline_after(timeout_ms);
     group_->wait_for(*this, until);
   }
   return done() ? result(message) : PG_PENDING;
