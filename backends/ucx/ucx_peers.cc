@@ -116,11 +116,10 @@ void UcxGroup::watch_if_local(int peer) {
 
 void UcxGroup::watch_local_peers() {
   // A peer that died since it published is found gone here: the first poll breaks the group.
-  std::vector<int> known;
+  // (watch_if_local adds nothing to host_known_ for a peer whose identity was read.)
   for (const auto& [peer, read] : host_known_) {
-    if (read) known.push_back(peer);
+    if (read) watch_if_local(peer);
   }
-  for (int peer : known) watch_if_local(peer);
 }
 
 void UcxGroup::check_local_peers(int64_t timeout_us) {
