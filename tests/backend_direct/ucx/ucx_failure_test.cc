@@ -205,6 +205,12 @@ TEST(UcxFailure, DestroyWithPendingWorkFailsIt) {
     a.tag = 99;
     Work w = env.start(make_op(PG_OP_RECV, absent(), b, a));
     env.expect_status(w.test(), PG_PENDING, "nothing was sent yet");
+    // Neither rank destroys before the other has seen its recv pending: a peer's destroy
+    // fails this rank's recv at once (its notice), or its group_create if it came first.
+    env.store->put("test/pending/" + std::to_string(env.rank), "1");
+    std::string ignored;
+    env.expect(env.store->fetch("test/pending/" + std::to_string(1 - env.rank), 10000, &ignored),
+               "the peer's recv was never seen pending");
     const auto t0 = Clock::now();
     env.expect_status(env.ops->group_destroy(env.group), PG_OK, "group_destroy");
     env.group = nullptr;
