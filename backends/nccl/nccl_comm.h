@@ -142,7 +142,6 @@ Status await_nccl(ncclComm_t comm, ncclResult_t result, const std::string& what,
 class Backoff {
  public:
   void pause();
-  bool sleeping() const { return sleeping_; }
 
  private:
   static constexpr std::chrono::microseconds kSpinFor{2000};

@@ -64,10 +64,8 @@ class DeviceGuard {
 class Event {
  public:
   Event() = default;
-  ~Event() { reset(); }
-  void reset() {
+  ~Event() {
     if (event_ != nullptr) (void)cudaEventDestroy(event_);
-    event_ = nullptr;
   }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
