@@ -66,6 +66,15 @@ gloo::AllreduceOptions::Func reduce_function(const OpEnv& env, const Plan& p, in
   };
 }
 
+// Gloo's options for env's operation: its context, collective tag and time left.
+template <typename Options>
+Options options_for(const OpEnv& env) {
+  Options o(env.context);
+  o.setTag(env.tag);
+  o.setTimeout(env.timeout);
+  return o;
+}
+
 gloo::AllreduceOptions::Algorithm algorithm(const OpEnv& env, size_t bytes) {
   switch (env.allreduce) {
     case AllreduceChoice::kRing: return gloo::AllreduceOptions::Algorithm::RING;
@@ -79,9 +88,7 @@ gloo::AllreduceOptions::Algorithm algorithm(const OpEnv& env, size_t bytes) {
 // gloo::allreduce of n elements per buffer, in -> out (in == nullptr: in place).
 void allreduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, const std::byte* in,
                std::byte* out, uint64_t n) {
-  gloo::AllreduceOptions o(env.context);
-  o.setTag(env.tag);
-  o.setTimeout(env.timeout);
+  auto o = options_for<gloo::AllreduceOptions>(env);
   o.setAlgorithm(algorithm(env, static_cast<size_t>(n) * p.es));
   o.setReduceFunction(reduce_function(env, p, op.reduce_op));
   with_storage(p.es, [&](auto t) {
@@ -109,10 +116,8 @@ Status run_reduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   // gloo reduces through every rank's output: keep a non-root's input intact. gloo reads
   // back only what it wrote there, so stale scratch contents do not matter.
   if (!root) out = env.scratch->get(p.bytes());
-  gloo::ReduceOptions o(env.context);
+  auto o = options_for<gloo::ReduceOptions>(env);
   o.setRoot(op.root);
-  o.setTag(env.tag);
-  o.setTimeout(env.timeout);
   o.setReduceFunction(reduce_function(env, p, op.reduce_op));
   with_storage(p.es, [&](auto t) {
     using T = decltype(t);
@@ -139,10 +144,8 @@ void run_gather(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
     std::memcpy(tmp, p.in, p.bytes());
     in = tmp;
   }
-  gloo::GatherOptions o(env.context);
+  auto o = options_for<gloo::GatherOptions>(env);
   o.setRoot(op.root);
-  o.setTag(env.tag);
-  o.setTimeout(env.timeout);
   o.setInput<uint8_t>(typed<uint8_t>(in), p.bytes());
   if (root) o.setOutput<uint8_t>(typed<uint8_t>(p.out), p.bytes() * env.size);
   gloo::gather(o);
@@ -151,10 +154,8 @@ void run_gather(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
 void run_scatter(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   const bool root = env.rank == op.root;
   std::byte* out = p.out;
-  gloo::ScatterOptions o(env.context);
+  auto o = options_for<gloo::ScatterOptions>(env);
   o.setRoot(op.root);
-  o.setTag(env.tag);
-  o.setTimeout(env.timeout);
   if (root) {
     std::vector<uint8_t*> blocks;
     blocks.reserve(static_cast<size_t>(env.size));
@@ -201,9 +202,7 @@ void run_alltoall(const OpEnv& env, const Plan& p) {
     return;
   }
   const size_t total = p.bytes() * env.size;
-  gloo::AlltoallOptions o(env.context);
-  o.setTag(env.tag);
-  o.setTimeout(env.timeout);
+  auto o = options_for<gloo::AlltoallOptions>(env);
   o.setInput<uint8_t>(typed<uint8_t>(p.in), total);
   o.setOutput<uint8_t>(typed<uint8_t>(p.out), total);
   gloo::alltoall(o);
@@ -224,9 +223,7 @@ std::byte* Scratch::get(size_t bytes) {
 Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   if (op.op == PG_OP_BARRIER) {
     if (env.size == 1) return {};
-    gloo::BarrierOptions o(env.context);
-    o.setTag(env.tag);
-    o.setTimeout(env.timeout);
+    auto o = options_for<gloo::BarrierOptions>(env);
     gloo::barrier(o);
     return {};
   }
@@ -240,10 +237,8 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p
       allreduce(env, op, p, p.in_place ? nullptr : p.in, p.out, p.n);
       return finish_avg(env, op, p, p.out);
     case PG_OP_BROADCAST: {
-      gloo::BroadcastOptions o(env.context);
+      auto o = options_for<gloo::BroadcastOptions>(env);
       o.setRoot(op.root);
-      o.setTag(env.tag);
-      o.setTimeout(env.timeout);
       if (env.rank == op.root && !p.in_place) o.setInput<uint8_t>(typed<uint8_t>(p.in), p.bytes());
       o.setOutput<uint8_t>(typed<uint8_t>(p.out), p.bytes());
       gloo::broadcast(o);
@@ -251,9 +246,7 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p
     }
     case PG_OP_REDUCE: return run_reduce(env, op, p);
     case PG_OP_ALLGATHER: {
-      gloo::AllgatherOptions o(env.context);
-      o.setTag(env.tag);
-      o.setTimeout(env.timeout);
+      auto o = options_for<gloo::AllgatherOptions>(env);
       if (!p.in_place) o.setInput<uint8_t>(typed<uint8_t>(p.in), p.bytes());
       o.setOutput<uint8_t>(typed<uint8_t>(p.out), p.bytes() * env.size);
       gloo::allgather(o);
