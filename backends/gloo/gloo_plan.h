@@ -14,7 +14,6 @@ namespace procgroup::gloo_backend {
 using Status = kit::Status;
 using Plan = kit::Plan;
 using kit::op_label;  // "allreduce #12": how messages name an operation
-using kit::op_name;
 
 // kit::plan_op, then what gloo alone refuses: CUDA buffers (PG_ERR_UNSUPPORTED), a
 // send/recv to itself (PG_ERR_UNSUPPORTED) or on a tag gloo reserves, and counts whose
