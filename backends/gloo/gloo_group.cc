@@ -5,7 +5,6 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,16 +32,6 @@ constexpr uint64_t kTripwireSlot = ~uint64_t{0};
 // A recv on a pair that has failed throws the pair's stored error at once: posting one on
 // this slot asks a pair whether it is the one that failed.
 constexpr uint64_t kProbeSlot = kTripwireSlot - 1;
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 }  // namespace
 
@@ -90,8 +79,7 @@ Status GlooGroup::connect(const pg_backend_group_config_t& config) {
     if (!st.ok()) return Status::error(st.code, where + ": rendezvous failed: " + st.message);
     context_ = std::move(mesh);
   } catch (const gloo::IoException& e) {
-    const bool timed_out = contains(lower(e.what()), "timeout");
-    return Status::error(timed_out ? PG_ERR_TIMEOUT : PG_ERR_PEER_LOST,
+    return Status::error(is_timeout(e.what()) ? PG_ERR_TIMEOUT : PG_ERR_PEER_LOST,
                          where + ": connecting to the peers failed: " + e.what());
   } catch (const std::exception& e) {
     return Status::error(PG_ERR_BACKEND, where + ": gloo setup failed: " + e.what());
@@ -253,8 +241,7 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
     std::vector<int> down;
     std::string peer = failed_peer(what, &down);
     if (peer.empty() && work.is_p2p()) peer = "rank " + std::to_string(work.op().peer);
-    const std::string text = lower(what);
-    if (contains(text, "timeout") || contains(text, "timed out")) {
+    if (is_timeout(what)) {
       const auto timeout = work.op().timeout_ms > 0 ? clamped(work.op().timeout_ms) : timeout_;
       std::string hint;
       if (!work.is_p2p()) {

@@ -17,13 +17,6 @@
 namespace procgroup::gloo_backend {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::chrono::milliseconds left_until(Clock::time_point deadline) {
-  return std::max(std::chrono::milliseconds(1),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-}
-
 constexpr std::chrono::milliseconds kMinCheckTime{1000};
 
 // Gloo's own wait in Pair::connect can run several times the timeout (and sleeps through
@@ -62,10 +55,6 @@ class ConnectWatchdog {
   bool fired_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };
-
-bool is_timeout(const std::string& what) {
-  return what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
-}
 
 // The join phase's keys (the store is the group's own): a counter, the flag its last rank
 // sets, one key per rank; then each rank's pair addresses under "gloo/<rank>".

@@ -42,11 +42,11 @@ class MeshContext : public gloo::rendezvous::Context {
 
  private:
   struct Failures;
-  Status await_ranks(const kit::Store& store, std::chrono::steady_clock::time_point deadline);
+  Status await_ranks(const kit::Store& store, Clock::time_point deadline);
   Status missing_ranks(const kit::Store& store, int64_t joined);
-  void check_connections(Failures& failures, std::chrono::steady_clock::time_point deadline);
+  void check_connections(Failures& failures, Clock::time_point deadline);
 
-  std::chrono::steady_clock::time_point started_;
+  Clock::time_point started_;
 };
 
 }  // namespace procgroup::gloo_backend

@@ -1,14 +1,11 @@
 // Size-checked send/recv over Gloo's unbound buffers (see gloo_p2p.h).
 #include "gloo_p2p.h"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
 namespace procgroup::gloo_backend {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kWireMagic = 0x50475032;  // "PGP2"
 constexpr uint16_t kInlineFlag = 1;
@@ -21,11 +18,6 @@ struct WireHeader {
   uint64_t nbytes;
 };
 static_assert(sizeof(WireHeader) == 16, "the header is 16 bytes on the wire");
-
-std::chrono::milliseconds left_until(Clock::time_point deadline) {
-  return std::max(std::chrono::milliseconds(1),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-}
 
 std::string describe(uint16_t dtype, uint64_t nbytes) {
   const size_t es = kit::dtype_size(static_cast<pg_dtype_t>(dtype));

@@ -51,8 +51,7 @@ class RecvOrder {
  public:
   uint64_t take_ticket(int peer, uint64_t tag);
   // Blocks until it is ticket's turn; false if aborted or the deadline passed first.
-  bool wait_turn(int peer, uint64_t tag, uint64_t ticket,
-                 std::chrono::steady_clock::time_point deadline);
+  bool wait_turn(int peer, uint64_t tag, uint64_t ticket, Clock::time_point deadline);
   // The current turn is over (its payload receive, if any, is posted).
   void next_turn(int peer, uint64_t tag);
   // Wakes every waiter for good (the group broke).
@@ -78,12 +77,12 @@ class P2pTransfer {
   // Waits for the transfer until deadline: PG_OK, PG_ERR_MISMATCH (recv), PG_ERR_ABORTED
   // (the wait was aborted), PG_ERR_TIMEOUT (only for a turn never given); Gloo's own
   // failures and timeouts are thrown.
-  Status finish(std::chrono::steady_clock::time_point deadline, RecvOrder& order);
+  Status finish(Clock::time_point deadline, RecvOrder& order);
 
  private:
   P2pTransfer(gloo::Context& context, const pg_backend_op_t& op, const Plan& plan)
       : context_(context), op_(op), plan_(plan) {}
-  Status finish_recv(std::chrono::steady_clock::time_point deadline, RecvOrder& order);
+  Status finish_recv(Clock::time_point deadline, RecvOrder& order);
 
   gloo::Context& context_;
   const pg_backend_op_t op_;

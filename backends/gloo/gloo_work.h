@@ -22,8 +22,6 @@
 
 namespace procgroup::gloo_backend {
 
-using kit::Clock;
-
 // complete(status, message) (once; later calls change nothing and return false), test()
 // and notify_on_complete() are kit::Completion's.
 class Work : public kit::Completion {
