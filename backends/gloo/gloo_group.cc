@@ -51,8 +51,7 @@ GlooGroup::GlooGroup(const pg_backend_group_config_t& config, const pg_host_serv
 Status GlooGroup::create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                          std::unique_ptr<GlooGroup>* out) {
   std::unique_ptr<GlooGroup> group(new GlooGroup(config, host));
-  Status st = group->connect(config);
-  if (!st.ok()) return st;
+  PG_KIT_TRY(group->connect(config));
   group->worker_ = std::thread([g = group.get()] { g->worker_loop(); });
   *out = std::move(group);
   return {};
@@ -150,10 +149,6 @@ void GlooGroup::worker_loop() {
   }
 }
 
-OpEnv GlooGroup::env_for(const Work& work, std::chrono::milliseconds left) {
-  return OpEnv{context_, host_, rank_, size_, work.tag(), left, allreduce_, &scratch_};
-}
-
 void GlooGroup::execute(const std::shared_ptr<Work>& work) {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(work->deadline() - Clock::now());
@@ -177,7 +172,8 @@ void GlooGroup::execute(const std::shared_ptr<Work>& work) {
       wait_cv_.notify_one();
       return;
     }
-    Status st = run_collective(env_for(*work, left), work->op(), work->plan());
+    const OpEnv env{context_, host_, rank_, size_, work->tag(), left, allreduce_, &scratch_};
+    Status st = run_collective(env, work->op(), work->plan());
     if (st.ok()) {
       work->complete(PG_OK, "");
     } else {
@@ -239,8 +235,9 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
   } catch (const gloo::IoException& e) {
     const std::string what = e.what();
     std::vector<int> down;
-    std::string peer = failed_peer(what, &down);
-    if (peer.empty() && work.is_p2p()) peer = "rank " + std::to_string(work.op().peer);
+    int peer = failed_peer(what, &down);
+    if (peer < 0 && work.is_p2p()) peer = work.op().peer;
+    const std::string who = peer < 0 ? "" : "rank " + std::to_string(peer);
     if (is_timeout(what)) {
       const auto timeout = work.op().timeout_ms > 0 ? clamped(work.op().timeout_ms) : timeout_;
       std::string hint;
@@ -250,20 +247,19 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
         hint = "; this rank passed " + describe_arguments(work.op(), work.plan());
       }
       return Status::error(PG_ERR_TIMEOUT, label + ": timed out" +
-                                               (peer.empty() ? "" : " waiting for " + peer) +
+                                               (who.empty() ? "" : " waiting for " + who) +
                                                " (timeout " + std::to_string(timeout.count()) +
                                                " ms): " + what + hint);
     }
     // A peer that lost someone shuts its own connections too: list every one that is
     // down, so the rank that really died is named even when another one's close came first.
-    std::string all;
+    std::string others;
     for (int r : down) {
-      if ("rank " + std::to_string(r) != peer)
-        all += (all.empty() ? "" : ", ") + ("rank " + std::to_string(r));
+      if (r != peer) others += (others.empty() ? "rank " : ", rank ") + std::to_string(r);
     }
-    if (!all.empty()) all = " (connection to " + all + " down too)";
+    if (!others.empty()) others = " (connection to " + others + " down too)";
     return Status::error(PG_ERR_PEER_LOST, label + ": connection to " +
-                                               (peer.empty() ? "a peer" : peer) + " lost" + all +
+                                               (who.empty() ? "a peer" : who) + " lost" + others +
                                                ": " + what);
   } catch (const std::bad_alloc&) {
     return Status::error(PG_ERR_OUT_OF_MEMORY, label + ": out of memory");
@@ -321,11 +317,11 @@ void GlooGroup::shut_pairs() {
   }
 }
 
-std::string GlooGroup::failed_peer(const std::string& gloo_message, std::vector<int>* down) const {
-  if (!context_ || size_ == 1) return "";
+int GlooGroup::failed_peer(const std::string& gloo_message, std::vector<int>* down) const {
+  if (!context_ || size_ == 1) return -1;
   ScopedSigpipeBlock no_sigpipe;
   char byte = 0;
-  std::string match;
+  int match = -1;
   for (int i = 0; i < size_; ++i) {
     if (i == rank_) continue;
     auto probe = context_->createUnboundBuffer(&byte, sizeof(byte));
@@ -333,7 +329,7 @@ std::string GlooGroup::failed_peer(const std::string& gloo_message, std::vector<
       probe->recv(i, kProbeSlot);  // a healthy pair accepts it (the group breaks next)
     } catch (const std::exception& e) {
       down->push_back(i);
-      if (match.empty() && gloo_message == e.what()) match = "rank " + std::to_string(i);
+      if (match < 0 && gloo_message == e.what()) match = i;
     }
   }
   return match;

@@ -62,7 +62,6 @@ class GlooGroup {
   void waiter_loop();
   void execute(const std::shared_ptr<Work>& work);
   void wait_p2p(const std::shared_ptr<Work>& work);
-  OpEnv env_for(const Work& work, std::chrono::milliseconds left);
 
   // Classifies an exception thrown while running work.
   Status failure_of(const Work& work, const std::exception_ptr& error) const;
@@ -72,9 +71,9 @@ class GlooGroup {
   void break_group(pg_status_t status, const std::string& cause);
   // Fails every Gloo pair of the context: wakes all waits in Gloo, tells the peers.
   void shut_pairs();
-  // "rank 2" when the failing connection's error is the one Gloo holds for that pair;
-  // *down gets every rank whose connection has failed by now.
-  std::string failed_peer(const std::string& gloo_message, std::vector<int>* down) const;
+  // The rank whose pair holds gloo_message as its error (-1: none); *down gets every rank
+  // whose connection has failed by now.
+  int failed_peer(const std::string& gloo_message, std::vector<int>* down) const;
   void log(int32_t level, const std::string& message) const;
 
   const pg_host_services_t* host_;
