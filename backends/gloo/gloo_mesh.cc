@@ -109,17 +109,15 @@ struct MeshContext::Failures {
   }
   Status status() const {
     if (lost.empty()) return {};
+    const int blamed = silent >= 0 ? silent : lost.front().first;
     std::string text;
-    if (silent >= 0) {
-      for (const auto& [r, what] : lost)
-        if (r == silent) text = what;
-    } else {
-      text = lost.front().second;
-    }
     std::string others;
     for (const auto& [r, what] : lost) {
-      if (r != (silent >= 0 ? silent : lost.front().first))
+      if (r == blamed) {
+        text = what;
+      } else {
         others += (others.empty() ? "" : ", ") + std::to_string(r);
+      }
     }
     if (!others.empty()) text += " (also failed: rank " + others + ")";
     return Status::error(silent >= 0 ? PG_ERR_TIMEOUT : PG_ERR_PEER_LOST, text);
@@ -181,8 +179,7 @@ Status MeshContext::missing_ranks(const kit::Store& store, int64_t joined) {
 Status MeshContext::connect_mesh(const kit::Store& store,
                                  std::shared_ptr<gloo::transport::Device>& device) {
   const auto timeout = getTimeout();
-  Status joined = await_ranks(store, Clock::now() + timeout);
-  if (!joined.ok()) return joined;
+  PG_KIT_TRY(await_ranks(store, Clock::now() + timeout));
   // Everyone is here: connecting gets the rest of the timeout, and a little more when the
   // last rank came late (at most 1.5 timeouts in all, with the check below).
   const auto deadline = std::max(started_ + timeout, Clock::now() + timeout / 4);
