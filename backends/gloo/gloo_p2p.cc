@@ -100,12 +100,9 @@ std::unique_ptr<P2pTransfer> P2pTransfer::post(gloo::Context& context, const pg_
 
 Status P2pTransfer::finish(Clock::time_point deadline, RecvOrder& order) {
   if (op_.op == PG_OP_RECV) return finish_recv(deadline, order);
-  const std::string label = op_label(op_);
-  if (!frame_buf_->waitSend(left_until(deadline))) {
-    return Status::error(PG_ERR_ABORTED, label + ": aborted");
-  }
-  if (payload_buf_ && !payload_buf_->waitSend(left_until(deadline))) {
-    return Status::error(PG_ERR_ABORTED, label + ": aborted");
+  if (!frame_buf_->waitSend(left_until(deadline)) ||
+      (payload_buf_ && !payload_buf_->waitSend(left_until(deadline)))) {
+    return Status::error(PG_ERR_ABORTED, op_label(op_) + ": aborted");
   }
   return {};
 }
