@@ -26,14 +26,15 @@ namespace procgroup::gloo_backend {
 // and notify_on_complete() are kit::Completion's.
 class Work : public kit::Completion {
  public:
-  Work(const pg_backend_op_t& op, const Plan& plan, uint32_t tag, Clock::time_point deadline);
+  Work(const pg_backend_op_t& op, const Plan& plan, uint32_t tag, Clock::time_point deadline)
+      : op_(op), plan_(plan), tag_(tag), deadline_(deadline) {}
 
   const pg_backend_op_t& op() const { return op_; }
   const Plan& plan() const { return plan_; }  // made once, when the op was issued
   uint32_t tag() const { return tag_; }       // the collective tag, the same on every rank
   Clock::time_point deadline() const { return deadline_; }
   bool is_p2p() const { return op_.op == PG_OP_SEND || op_.op == PG_OP_RECV; }
-  std::string label() const;  // "allreduce #12"
+  std::string label() const { return op_label(op_); }  // "allreduce #12"
 
   // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (every
   // work ends by then: the group enforces the deadline).
