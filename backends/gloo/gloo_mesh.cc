@@ -134,7 +134,7 @@ Status MeshContext::await_ranks(const kit::Store& store, Clock::time_point deadl
   PG_KIT_TRY(store.add(kJoinedCount, 1, &joined));
   if (joined >= size) return joined == size ? store.set(kAllJoined, "1") : Status{};
   std::string flag;
-  const Status waited = store.get(kAllJoined, left_until(deadline).count(), &flag);
+  Status waited = store.get(kAllJoined, left_until(deadline).count(), &flag);
   if (waited.code != PG_ERR_TIMEOUT) return waited;
   PG_KIT_TRY(store.add(kJoinedCount, 0, &joined));
   return missing_ranks(store, joined);
@@ -201,12 +201,11 @@ Status MeshContext::connect_mesh(const kit::Store& store,
     if (i == rank) continue;
     const std::string who = "rank " + std::to_string(i);
     std::string value;
-    if (const Status got = store.get(address_key(i), left_until(deadline).count(), &value);
+    if (Status got = store.get(address_key(i), left_until(deadline).count(), &value);
         !got.ok()) {
       if (got.code != PG_ERR_TIMEOUT) return got;
-      failures.add(
-          i, true,
-          who + " did not join the rendezvous" + within + " (not started, stuck, or dead)");
+      failures.add(i, true, (who + " did not join the rendezvous").append(within).append(
+                                " (not started, stuck, or dead)"));
       continue;
     }
     auto& pair = transport->getPair(i);
@@ -225,9 +224,10 @@ Status MeshContext::connect_mesh(const kit::Store& store,
     }
     if (cut) {
       failures.add(i, true,
-                   "connecting to " + who + " did not complete" + within +
-                       " (it published its address, then died, stopped or became "
-                       "unreachable)");
+                   ("connecting to " + who + " did not complete")
+                       .append(within)
+                       .append(" (it published its address, then died, stopped or became "
+                               "unreachable)"));
     }
   }
   device_ = device;

@@ -85,7 +85,7 @@ struct P2pKey {
   int dst;
   int src;
   uint64_t tag;
-  auto operator<=>(const P2pKey&) const = default;
+  auto operator<=>(const P2pKey&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy misreads the defaulted <=>
 };
 
 struct PendingRecv {
