@@ -8,12 +8,8 @@
 namespace procgroup::gloo_backend {
 
 Status plan_gloo_op(const pg_backend_op_t& op, int rank, int size, Plan* plan) {
-  if (kit::buffer_off_device(op, PG_DEVICE_CPU) != nullptr) {
-    return Status::error(PG_ERR_UNSUPPORTED, op_label(op) +
-                                                 ": gloo backend handles CPU buffers only; use "
-                                                 "PROCGROUP_BACKEND=nccl for CUDA buffers");
-  }
-  PG_KIT_TRY(kit::plan_op(op, rank, size, plan));
+  // 8: the most bytes per element and rank of any buffer an op handles.
+  PG_KIT_TRY(kit::plan_cpu_op(op, rank, size, "gloo", 8, plan));
   auto invalid = [&](const std::string& what) {
     return Status::error(PG_ERR_INVALID_ARGUMENT, op_label(op) + ": " + what);
   };
@@ -24,7 +20,7 @@ Status plan_gloo_op(const pg_backend_op_t& op, int rank, int size, Plan* plan) {
                            op_label(op) + ": gloo backend cannot send to or receive from itself");
     }
   }
-  return kit::check_count_fits(op, *plan, size, 8);  // the largest buffer an op handles
+  return {};
 }
 
 }  // namespace procgroup::gloo_backend

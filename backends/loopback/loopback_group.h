@@ -45,7 +45,7 @@ struct OpDesc {
   kit::Plan plan;    // in_place: the result overwrites plan.in: compute into a temporary
 };
 
-// kit::plan_op, refusing buffers that are not CPU memory (PG_ERR_UNSUPPORTED).
+// kit::plan_cpu_op for loopback: CPU buffers only (PG_ERR_UNSUPPORTED otherwise).
 Status plan_loopback_op(const pg_backend_op_t& op, int rank, int size, kit::Plan* plan);
 // The plan, root and reduce op of a collective for this rank.
 Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* desc);

@@ -297,5 +297,27 @@ TEST(KitPlan, PlannedFieldsAreTakenAndAZeroPlanIsCaught) {
   expect_invalid(m.op, 2, 3, "planned block_count 0");
 }
 
+TEST(KitPlan, CpuOnlyPlansRefuseOtherDevicesAndOversizedCounts) {
+  OpMaker m(PG_OP_ALLREDUCE);
+  m.op.input = m.op.output = m.at(0, 4);
+  Plan p;
+  ASSERT_TRUE(plan_cpu_op(m.op, 0, 2, "mine", 8, &p).ok());
+  EXPECT_EQ(p.n, 4u);
+  EXPECT_TRUE(p.in_place);
+  m.op.output.device_type = PG_DEVICE_CUDA;
+  Status st = plan_cpu_op(m.op, 0, 2, "mine", 8, &p);
+  EXPECT_EQ(st.code, PG_ERR_UNSUPPORTED);
+  EXPECT_NE(st.message.find("allreduce #7: the mine backend handles CPU buffers only"),
+            std::string::npos)
+      << st.message;
+  // A plausible count whose largest buffer (n * size * 16 bytes) would not fit a size_t.
+  OpMaker big(PG_OP_ALLREDUCE);
+  big.op.input = big.op.output = big.at(0, 4);
+  big.op.input.count = big.op.output.count = uint64_t{1} << 56;
+  st = plan_cpu_op(big.op, 0, 256, "mine", 16, &p);
+  EXPECT_EQ(st.code, PG_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(st.message.find("is too large"), std::string::npos) << st.message;
+}
+
 }  // namespace
 }  // namespace procgroup::kit

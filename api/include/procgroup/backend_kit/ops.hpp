@@ -290,6 +290,20 @@ inline Status check_count_fits(const pg_backend_op_t& op, const Plan& plan, int 
                        op_label(op) + ": count " + std::to_string(plan.n) + " is too large");
 }
 
+// plan_op for a plugin that handles CPU memory only (backend: its name, for the message): a
+// buffer on another device is PG_ERR_UNSUPPORTED, pointing to the nccl backend, and counts
+// that fail check_count_fits(per_element) are refused.
+inline Status plan_cpu_op(const pg_backend_op_t& op, int rank, int size, const char* backend,
+                          uint64_t per_element, Plan* plan) {
+  if (buffer_off_device(op, PG_DEVICE_CPU) != nullptr) {
+    return Status::error(PG_ERR_UNSUPPORTED, op_label(op) + ": the " + backend +
+                                                 " backend handles CPU buffers only; use "
+                                                 "PROCGROUP_BACKEND=nccl for CUDA buffers");
+  }
+  PG_KIT_TRY(plan_op(op, rank, size, plan));
+  return check_count_fits(op, *plan, size, per_element);
+}
+
 // For callers without a core (tests calling a plugin directly): validates op, fills its
 // planned fields as the core would, and makes struct_size cover them.
 inline Status fill_plan(pg_backend_op_t* op, int rank, int size) {
