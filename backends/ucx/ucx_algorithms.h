@@ -65,9 +65,8 @@ Task allgather_ring(Op& op);
 
 // ucx_rooted.cc
 Task broadcast_binomial(Op& op);
-Task broadcast_chain(Op& op);
 Task reduce_binomial(Op& op);
-Task reduce_chain(Op& op);
+Task chain(Op& op);  // broadcast or reduce
 Task gather_linear(Op& op);
 Task scatter_linear(Op& op);
 // Runs a broadcast or scatter (inner), then every other rank confirms to the root with a

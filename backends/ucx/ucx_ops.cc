@@ -83,6 +83,9 @@ static Task make_data_task(Op& op) {
   const Plan& plan = op.plan;
   const pg_op_t kind = op.desc.op;
   const size_t bytes = plan.bytes();
+  auto by_chain = [&](Tuning::Tree tree) {
+    return tree == Tuning::Tree::kChain || (tree == Tuning::Tree::kAuto && bytes > t.tree_max);
+  };
   switch (kind) {
     case PG_OP_ALLREDUCE: {
       Tuning::Allreduce a = t.allreduce;
@@ -99,18 +102,8 @@ static Task make_data_task(Op& op) {
       if (a == Tuning::Allreduce::kRabenseifner) return allreduce_rabenseifner(op);
       return allreduce_ring(op);
     }
-    case PG_OP_BROADCAST:
-      if (t.broadcast == Tuning::Tree::kChain ||
-          (t.broadcast == Tuning::Tree::kAuto && bytes > t.tree_max)) {
-        return broadcast_chain(op);
-      }
-      return broadcast_binomial(op);
-    case PG_OP_REDUCE:
-      if (t.reduce == Tuning::Tree::kChain ||
-          (t.reduce == Tuning::Tree::kAuto && bytes > t.tree_max)) {
-        return reduce_chain(op);
-      }
-      return reduce_binomial(op);
+    case PG_OP_BROADCAST: return by_chain(t.broadcast) ? chain(op) : broadcast_binomial(op);
+    case PG_OP_REDUCE: return by_chain(t.reduce) ? chain(op) : reduce_binomial(op);
     case PG_OP_ALLGATHER:
       if (t.allgather == Tuning::Allgather::kBruck ||
           (t.allgather == Tuning::Allgather::kAuto && bytes * op.size <= t.bruck_max)) {

@@ -1,5 +1,5 @@
-// Rooted collectives: broadcast and reduce (binomial trees for small messages, pipelined
-// chains for large ones), gather and scatter (see ucx_algorithms.h), and the confirmation
+// Rooted collectives: broadcast and reduce (binomial trees for small messages, one pipelined
+// chain for large ones), gather and scatter (see ucx_algorithms.h), and the confirmation
 // that tells a broadcast's or scatter's root that every rank received what it sent.
 #include <algorithm>
 #include <bit>
@@ -76,33 +76,6 @@ Task broadcast_binomial(Op& op) {
   co_return co_await sends;
 }
 
-Task broadcast_chain(Op& op) {
-  const int p = op.size, v = virtual_rank(op);
-  const size_t es = op.es();
-  const uint64_t chunk = std::max<uint64_t>(1, op.group->tuning().chunk_bytes / es);
-  const uint64_t n = op.plan.n, chunks = (n + chunk - 1) / chunk;
-  auto len = [&](uint64_t c) { return std::min(chunk, n - c * chunk) * es; };
-  const int next = v + 1 < p ? real_rank(op, v + 1) : -1;
-  std::byte* out = op.plan.out;
-  Io sends(op);
-  if (v == 0) {
-    if (!op.plan.in_place) std::memcpy(out, op.plan.in, n * es);
-    co_return co_await send_windowed(op, next, op.plan.in, chunk * es, n * es);
-  }
-  const int prev = real_rank(op, v - 1);
-  Window w(op);
-  for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) {
-    w[c].recv(prev, out + c * chunk * es, len(c), 0);
-  }
-  for (uint64_t c = 0; c < chunks; ++c) {
-    Io& slot = w[c];  // a named lvalue: GCC 12 would copy the awaiter otherwise
-    PG_KIT_CO_TRY(co_await slot);
-    if (c + w.size < chunks) w[c].recv(prev, out + (c + w.size) * chunk * es, len(c + w.size), 0);
-    if (next >= 0) sends.send(next, out + c * chunk * es, len(c), 0);
-  }
-  co_return co_await sends;
-}
-
 // ---- Reduce ------------------------------------------------------------------------------
 
 Task reduce_binomial(Op& op) {
@@ -132,48 +105,58 @@ Task reduce_binomial(Op& op) {
   co_return op.finish_avg(op.plan.out, n);
 }
 
-Task reduce_chain(Op& op) {
-  // Partial results flow from virtual rank p-1 down to the root, chunk by chunk.
+// ---- Pipelined chains ---------------------------------------------------------------------
+
+// Broadcast data flows from the root (virtual rank 0) up to virtual rank p-1, a reduce's
+// partial results from p-1 down to the root, chunk by chunk: the rank at the start sends
+// its input, every other one forwards each chunk as it arrives (a reduce's combined with its
+// own input first).
+Task chain(Op& op) {
+  const bool reducing = op.desc.op == PG_OP_REDUCE;
   const int p = op.size, v = virtual_rank(op);
   const size_t es = op.es();
   const uint64_t chunk = std::max<uint64_t>(1, op.group->tuning().chunk_bytes / es);
   const uint64_t n = op.plan.n, chunks = (n + chunk - 1) / chunk;
   auto count = [&](uint64_t c) { return std::min(chunk, n - c * chunk); };
-  const int down = v > 0 ? real_rank(op, v - 1) : -1;
+  const int hop = reducing ? -1 : 1;  // toward the chain's end, in virtual ranks
+  const int next = v + hop >= 0 && v + hop < p ? real_rank(op, v + hop) : -1;
   const std::byte* in = op.plan.in;
-  if (v == p - 1) {
-    co_return co_await send_windowed(op, down, in, chunk * es, n * es);
+  if (v == (reducing ? p - 1 : 0)) {
+    if (!reducing && !op.plan.in_place) std::memcpy(op.plan.out, in, n * es);
+    co_return co_await send_windowed(op, next, in, chunk * es, n * es);
   }
   Io sends(op);
-  const int up = real_rank(op, v + 1);
-  std::byte* acc = v == 0 ? op.plan.out : op.scratch(n * es);
+  const int prev = real_rank(op, v - hop);
+  // Where chunks end up: the output, but a reduce's partial results outside the root.
+  std::byte* acc = reducing && v != 0 ? op.scratch(n * es) : op.plan.out;
   Window w(op);
-  // Chunks are combined as UCX unpacks them (fused), or land in tmp first.
-  const bool fused = op.group->tuning().fused_recv;
-  std::vector<ReduceInto> targets(w.size);
-  std::byte* tmp = fused ? nullptr : op.scratch(static_cast<size_t>(w.size) * chunk * es);
+  // A reduce's chunks are combined as UCX unpacks them (fused), or land in tmp first.
+  const bool fused = reducing && op.group->tuning().fused_recv;
+  std::vector<ReduceInto> targets(fused ? w.size : 0);
+  std::byte* tmp =
+      reducing && !fused ? op.scratch(static_cast<size_t>(w.size) * chunk * es) : nullptr;
   auto slot = [&](uint64_t c) { return tmp + (c % w.size) * chunk * es; };
   auto post = [&](uint64_t c) {
-    if (!fused) return w[c].recv(up, slot(c), count(c) * es, 0);
+    if (!fused) return w[c].recv(prev, reducing ? slot(c) : acc + c * chunk * es, count(c) * es, 0);
     ReduceInto& t = targets[c % w.size];
     t = op.reduce_into(acc + c * chunk * es, in + c * chunk * es, count(c) * es);
-    w[c].recv_reduce(up, &t, 0);
+    w[c].recv_reduce(prev, &t, 0);
   };
   for (uint64_t c = 0; c < std::min<uint64_t>(chunks, w.size); ++c) post(c);
   for (uint64_t c = 0; c < chunks; ++c) {
-    Io& arrived = w[c];
+    Io& arrived = w[c];  // a named lvalue: GCC 12 would copy the awaiter otherwise
     PG_KIT_CO_TRY(co_await arrived);
     std::byte* into = acc + c * chunk * es;
     if (fused) {
       PG_KIT_CO_TRY(targets[c % w.size].failure);
-    } else {
+    } else if (reducing) {
       PG_KIT_CO_TRY(op.combine(into, in + c * chunk * es, slot(c), count(c)));
     }
     if (c + w.size < chunks) post(c + w.size);
-    if (v == 0) {
-      PG_KIT_CO_TRY(op.finish_avg(into, count(c)));
-    } else {
-      sends.send(down, into, count(c) * es, 0);
+    if (next >= 0) {
+      sends.send(next, into, count(c) * es, 0);
+    } else if (reducing) {
+      PG_KIT_CO_TRY(op.finish_avg(into, count(c)));  // the root: every chunk is complete
     }
   }
   co_return co_await sends;
