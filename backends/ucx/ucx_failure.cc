@@ -85,8 +85,7 @@ void UcxGroup::handle_control() {
     const std::string text(control_buf_.data() + kHeader, length);
     const std::string who = "rank " + std::to_string(source);
     if (kind == kControlHello) {
-      if (!greeted_[source]) ++hellos_;
-      greeted_[source] = 1;
+      greeted_.insert(source);
     } else if (kind == kControlGoodbye) {
       // Whatever it sent us arrived before this; a receive still unmatched from it can
       // only end by its timeout.

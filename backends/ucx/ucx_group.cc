@@ -101,14 +101,14 @@ Status UcxGroup::connect() {
 Status UcxGroup::greet_peers() {
   notify_peers(kControlHello, PG_OK, "");
   const auto until = Clock::now() + timeout_;
-  while (hellos_ < size_ - 1) {
+  while (static_cast<int>(greeted_.size()) < size_ - 1) {
     if (!poll_once()) {
       check_local_peers(1000);
       if (broken_) return Status::error(broken_code_, broken_cause_);
       if (Clock::now() >= until) {
         std::string missing;
         for (int i = 0; i < size_; ++i) {
-          if (i != rank_ && !greeted_[i])
+          if (i != rank_ && !greeted_.contains(i))
             missing += (missing.empty() ? "" : ", ") + std::to_string(i);
         }
         return Status::error(PG_ERR_TIMEOUT, "ranks " + missing + " never connected");

@@ -38,6 +38,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -170,11 +171,10 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   using PerPeer = std::unordered_map<int, T>;
   bool endpoints_ready_ = false;  // connect() got as far as endpoints
   PerPeer<ucp_ep_h> eps_;
-  PerPeer<std::string> addresses_;  // fetched lazily
-  PerPeer<PeerArg> peer_args_;      // node-based: UCX keeps pointers to them
-  PerPeer<uint8_t> departed_;       // said goodbye (destroyed its group)
-  PerPeer<uint8_t> greeted_;        // said hello (connected to us)
-  int hellos_ = 0;
+  PerPeer<std::string> addresses_;   // fetched lazily
+  PerPeer<PeerArg> peer_args_;       // node-based: UCX keeps pointers to them
+  PerPeer<uint8_t> departed_;        // said goodbye (destroyed its group)
+  std::unordered_set<int> greeted_;  // said hello (connected to us)
   std::vector<std::pair<int, ucs_status_t>> failed_peers_;  // from ep error callbacks
   // Peers on this host: their pids and pidfds (readable once the process exited).
   bool one_host_ = false;
