@@ -66,7 +66,6 @@ struct Op {
   int right() const { return (rank + 1) % size; }
   pg_dtype_t dtype() const { return plan.dtype; }
   size_t es() const { return plan.es; }
-  pg_reduce_op_t reduce_op() const { return desc.reduce_op; }
 
   // Bytes of scratch memory, valid until the op finishes (64-byte aligned).
   std::byte* scratch(size_t bytes);

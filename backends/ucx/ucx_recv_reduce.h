@@ -6,8 +6,7 @@
 // element, a TCP segment) is combined straight into the destination, by the core's kernels
 // (host->reduce_to):
 //
-//   ReduceInto into{.dst = dst, .mine = mine, .es = op.es(), .dtype = op.dtype(),
-//                   .op = op.reduce_op(), .bytes = bytes, .host = op.host};
+//   ReduceInto into = op.reduce_into(dst, mine, bytes);  // the op's dtype, reduce op, host
 //   io.recv_reduce(peer, &into, step);   // dst[i] = mine[i] op received[i]; dst may be mine
 //   PG_KIT_CO_TRY(co_await io);
 //   PG_KIT_CO_TRY(into.failure);         // a kernel that failed (dst is then not valid)

@@ -14,12 +14,11 @@ constexpr auto kWaitGrace = std::chrono::seconds(5);
 
 }  // namespace
 
-bool Work::complete(pg_status_t status, std::string message) {
-  if (done()) return false;
+void Work::complete(pg_status_t status, std::string message) {
+  if (done()) return;
   status_ = status;
   message_ = std::move(message);
   done_.store(true, std::memory_order_release);
-  return true;
 }
 
 pg_status_t Work::result(std::string* message) const {

@@ -5,7 +5,7 @@
 // spins, then blocks on UCX's event fd: see ucx_group.h); a Work keeps its group's state
 // alive, so a completed work can still be tested after group_destroy.
 //
-//   auto work = std::make_shared<Work>(group, "allreduce #3", deadline);
+//   auto work = std::make_shared<Work>(group, deadline);
 //   work->complete(PG_OK, "");                    // by the group, under its mutex, once
 //   std::string message;
 //   pg_status_t st = work->wait(100, &message);   // PG_OK, PG_PENDING or the error
@@ -31,7 +31,7 @@ class Work {
   bool done() const { return done_.load(std::memory_order_acquire); }
 
   // Completes the work once (under the group's mutex); later calls change nothing.
-  bool complete(pg_status_t status, std::string message);
+  void complete(pg_status_t status, std::string message);
   // PG_OK, PG_PENDING or the error (*message gets its text); polls the group once.
   pg_status_t test(std::string* message);
   // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (the group
