@@ -198,11 +198,8 @@ Task allreduce_recursive_doubling(Op& op) {
       io.send(peer, out, bytes, step);
       PG_KIT_CO_TRY(co_await io);
       // Every rank combines in rank order, so all end with bit-identical results.
-      if (peer < op.rank) {
-        PG_KIT_CO_TRY(op.combine(out, tmp, out, op.plan.n));
-      } else {
-        PG_KIT_CO_TRY(op.combine(out, out, tmp, op.plan.n));
-      }
+      PG_KIT_CO_TRY(peer < op.rank ? op.combine(out, tmp, out, op.plan.n)
+                                   : op.combine(out, out, tmp, op.plan.n));
     }
   }
   // Ranks that sat out skipped the rounds: the fold-out step is counted, not accumulated.

@@ -186,10 +186,7 @@ Status UcxGroup::endpoint(int peer, bool for_send, ucp_ep_h* ep) {
     return Status::error(PG_ERR_PEER_LOST,
                          "rank " + std::to_string(peer) + " has already destroyed the group");
   }
-  if (eps_[peer] == nullptr) {
-    Status st = connect_peer(peer);
-    if (!st.ok()) return st;
-  }
+  if (eps_[peer] == nullptr) PG_KIT_TRY(connect_peer(peer));
   *ep = eps_[peer];
   return {};
 }

@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "op_fingerprint.h"
 #include "procgroup/backend_kit/dtype.hpp"
@@ -267,11 +268,7 @@ void Io::fail(pg_status_t code, std::string message) {
   if (error_.ok()) error_ = Status::error(code, std::move(message));
 }
 
-Status Io::await_resume() {
-  Status st = std::move(error_);
-  error_ = Status{};
-  return st;
-}
+Status Io::await_resume() { return std::exchange(error_, Status{}); }
 
 int Io::first_waited_peer() const {
   for (const RequestSlot* s = head_; s != nullptr; s = s->next) {

@@ -78,8 +78,7 @@ Status UcxGroup::discover_hosts() {
   one_host_ = true;
   for (int i = 0; i < size_; ++i) {
     if (i == rank_) continue;
-    Status st = read_host(i);
-    if (!st.ok()) return st;
+    PG_KIT_TRY(read_host(i));
     one_host_ = one_host_ && pids_[i] > 0;
   }
   return {};
