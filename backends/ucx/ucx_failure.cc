@@ -233,7 +233,7 @@ void UcxGroup::abandon_running() {
       op->failure =
           Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + broken_cause_);
     }
-    op->work->complete(op->failure.code, op->failure.message);
+    op->work->complete(op->failure);
     running_.fetch_sub(1, std::memory_order_relaxed);
     abandoned_.emplace_back(op);
   }

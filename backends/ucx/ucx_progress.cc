@@ -105,11 +105,7 @@ void UcxGroup::finalize(Op* op) {
   // pointer may stay behind in finalize_.
   if (op->queued) std::erase(finalize_, op);
   // Only an op whose task returned gets here, and settle() made a failed task's failure.
-  if (op->task.result().ok()) {
-    op->work->complete(PG_OK, "");
-  } else {
-    op->work->complete(op->failure.code, op->failure.message);
-  }
+  op->work->complete(op->task.result().ok() ? Status{} : op->failure);
   if (op->prev != nullptr) op->prev->next = op->next;
   if (op->next != nullptr) op->next->prev = op->prev;
   if (ops_ == op) ops_ = op->next;

@@ -14,16 +14,15 @@ constexpr auto kWaitGrace = std::chrono::seconds(5);
 
 }  // namespace
 
-void Work::complete(pg_status_t status, std::string message) {
+void Work::complete(Status outcome) {
   if (done()) return;
-  status_ = status;
-  message_ = std::move(message);
+  outcome_ = std::move(outcome);
   done_.store(true, std::memory_order_release);
 }
 
 pg_status_t Work::result(std::string* message) const {
-  if (message != nullptr && status_ != PG_OK) *message = message_;
-  return status_;
+  if (message != nullptr && !outcome_.ok()) *message = outcome_.message;
+  return outcome_.code;
 }
 
 pg_status_t Work::test(std::string* message) {

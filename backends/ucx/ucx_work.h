@@ -6,7 +6,7 @@
 // alive, so a completed work can still be tested after group_destroy.
 //
 //   auto work = std::make_shared<Work>(group, deadline);
-//   work->complete(PG_OK, "");                    // by the group, under its mutex, once
+//   work->complete(Status{});                     // by the group, under its mutex, once
 //   std::string message;
 //   pg_status_t st = work->wait(100, &message);   // PG_OK, PG_PENDING or the error
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_WORK_H_
@@ -31,7 +31,7 @@ class Work {
   bool done() const { return done_.load(std::memory_order_acquire); }
 
   // Completes the work once (under the group's mutex); later calls change nothing.
-  void complete(pg_status_t status, std::string message);
+  void complete(Status outcome);
   // PG_OK, PG_PENDING or the error (*message gets its text); polls the group once.
   pg_status_t test(std::string* message);
   // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (the group
@@ -44,8 +44,7 @@ class Work {
   std::shared_ptr<UcxGroup> group_;
   const Clock::time_point deadline_;
   std::atomic<bool> done_{false};
-  pg_status_t status_ = PG_PENDING;
-  std::string message_;
+  Status outcome_{PG_PENDING, {}};
 };
 
 }  // namespace procgroup::ucx_backend
