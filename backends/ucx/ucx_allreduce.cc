@@ -168,10 +168,8 @@ Task run_ring(Op& op, Ring ring) {
       if (e.step == p - 2) PG_KIT_CO_TRY(op.finish_avg(chunk_dst, n));  // our block is complete
     }
     post(i + window);  // the slot is free again
-    const int next = e.step + 1;
-    const bool forward = e.step < p - 2 || (e.step == p - 2 && ring.allgather) ||
-                         (e.step >= p - 1 && e.step < 2 * p - 3);
-    if (forward) sends.send(op.right(), chunk_dst, n * es, next);
+    // What every step but the last received goes on, as the next step's message.
+    if (e.step < last) sends.send(op.right(), chunk_dst, n * es, e.step + 1);
     post_initial(i + 1 + ahead);
   }
   post_initial(UINT64_MAX);
