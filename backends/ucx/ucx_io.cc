@@ -57,8 +57,7 @@ bool other_arguments(const RequestSlot& slot, uint64_t sender_tag) {
 Status mismatch(const RequestSlot& slot, bool other_size, bool other_args, uint64_t length,
                 uint64_t sender_tag) {
   const std::string who = "rank " + std::to_string(slot.peer);
-  const std::string head =
-      "recv of " + std::to_string(slot.expected) + " bytes from " + who + ": " + who;
+  const std::string head = describe(true, slot.expected, slot.peer) + ": " + who;
   const bool sized = length != kAnySize && length != slot.expected;
   const std::string sent = sized ? std::to_string(length) + " bytes"
                                  : "more than " + std::to_string(slot.expected) + " bytes";
@@ -87,23 +86,18 @@ Status mismatch(const RequestSlot& slot, bool other_size, bool other_args, uint6
   return Status::error(PG_ERR_MISMATCH, head + " called this operation with another root or count");
 }
 
-// How a completed receive ended besides UCX's status: the size this rank expected, from a
-// sender that passed the same arguments. UCX reports a larger message as truncated (it
-// wrote nothing past the buffer) and a smaller one as a short length. Any difference is
-// PG_ERR_MISMATCH. Builds no strings when everything matched (every receive comes here).
-Status checked(const RequestSlot& slot, ucs_status_t status, uint64_t length, uint64_t sender_tag) {
-  const bool arrived = status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED;
-  if (!slot.is_recv || !arrived) return {};
-  const bool other_size = status == UCS_ERR_MESSAGE_TRUNCATED || length != slot.expected;
-  const bool other_args = other_arguments(slot, sender_tag);
-  if (!other_size && !other_args) return {};
-  return mismatch(slot, other_size, other_args, length, sender_tag);
-}
-
-// How a completed request ended: a mismatch (above), else UCX's status.
+// How a completed request ended. A receive that arrived must have the size this rank
+// expected, from a sender that passed the same arguments: UCX reports a larger message as
+// truncated (it wrote nothing past the buffer) and a smaller one as a short length. Any
+// difference is PG_ERR_MISMATCH; else UCX's status. Builds no strings when all went well
+// (every request comes here).
 Status outcome(const RequestSlot& slot, ucs_status_t status, uint64_t length, uint64_t sender_tag) {
-  Status st = checked(slot, status, length, sender_tag);
-  if (!st.ok() || status == UCS_OK) return st;
+  if (slot.is_recv && (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED)) {
+    const bool other_size = status == UCS_ERR_MESSAGE_TRUNCATED || length != slot.expected;
+    const bool other_args = other_arguments(slot, sender_tag);
+    if (other_size || other_args) return mismatch(slot, other_size, other_args, length, sender_tag);
+  }
+  if (status == UCS_OK) return {};
   const std::string who = "rank " + std::to_string(slot.peer);
   const char* what = slot.is_recv ? "recv from " : "send to ";
   if (status == UCS_ERR_CANCELED) return Status::error(PG_ERR_ABORTED, what + who + ": cancelled");
