@@ -234,7 +234,6 @@ void UcxGroup::abandon_running() {
           Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + broken_cause_);
     }
     op->work->complete(op->failure);
-    running_.fetch_sub(1, std::memory_order_relaxed);
     abandoned_.emplace_back(op);
   }
   if (sleeping_waiters_ > 0) waiters_cv_.notify_all();

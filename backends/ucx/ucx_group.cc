@@ -241,7 +241,6 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   raw->next = ops_;
   if (ops_ != nullptr) ops_->prev = raw;
   ops_ = raw;
-  running_.fetch_add(1, std::memory_order_relaxed);
   *out = raw->work;
   last_activity_ = now;
   raw->task.start();  // posts its first messages now

@@ -190,7 +190,6 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   // Running operations and their scheduling.
   Op* ops_ = nullptr;
   int sends_outstanding_ = 0;
-  std::atomic<int> running_{0};
   uint64_t next_collective_ = 0;
   std::vector<std::pair<Op*, std::coroutine_handle<>>> ready_;
   std::vector<std::pair<Op*, std::coroutine_handle<>>> resuming_;

@@ -109,7 +109,6 @@ void UcxGroup::finalize(Op* op) {
   if (op->prev != nullptr) op->prev->next = op->next;
   if (op->next != nullptr) op->next->prev = op->prev;
   if (ops_ == op) ops_ = op->next;
-  running_.fetch_sub(1, std::memory_order_relaxed);
   for (const ScratchLease& lease : op->leases) pool_.give(lease.data, lease.capacity);
   delete op;
   if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
@@ -135,9 +134,7 @@ bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
   auto nap = kFirstNap;
   unsigned idle_rounds = 0;
   for (;;) {
-    if (work != nullptr ? work->done() : running_.load(std::memory_order_relaxed) == 0) {
-      return blocked;
-    }
+    if (work != nullptr ? work->done() : ops_ == nullptr) return blocked;
     if (!spin && want_poll_.load(std::memory_order_relaxed)) return blocked;
     if (stopping_ && !spin) return blocked;
     if (poll_once()) {
@@ -215,7 +212,7 @@ void UcxGroup::wait_for(const Work& work, Clock::time_point until) {
                                                   : std::max<int64_t>(kMinSpinUs, spin_us_ / 2);
       }
       // Hand what is left to the progress thread, and the poller role to other waiters.
-      if (running_.load(std::memory_order_relaxed) > 0) thread_cv_.notify_one();
+      if (ops_ != nullptr) thread_cv_.notify_one();
       if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
     } else {
       if (thread_polls_) {
@@ -249,7 +246,7 @@ void UcxGroup::progress_loop() {
     const auto now = Clock::now();
     period = now - last_activity_ < kIdleAfter ? kActivePeriod : std::min(period * 2, kIdlePeriod);
     if (poller_active_) continue;
-    if (running_.load(std::memory_order_relaxed) == 0) {
+    if (ops_ == nullptr) {
       poll_once();  // UCX's own housekeeping: wireup replies, keepalive, goodbyes
       check_local_peers(0);
       continue;
