@@ -125,7 +125,7 @@ struct IoList {
 };
 
 Io::~Io() {
-  if (pending_ == 0) return;
+  if (head_ == nullptr) return;
   // Only an algorithm that returns early (on an error) leaves requests behind; the group
   // is breaking, which completes the sends (endpoints force-closed); receives we cancel.
   ucp_worker_h worker = op_.group->worker();
@@ -236,11 +236,11 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Ch
 }
 
 void Io::attach(RequestSlot* slot) {
+  if (head_ == nullptr) IoList::link(this);  // its first outstanding request
   slot->prev = nullptr;
   slot->next = head_;
   if (head_ != nullptr) head_->prev = slot;
   head_ = slot;
-  if (pending_++ == 0) IoList::link(this);
   ++op_.pending;
   if (!slot->is_recv) op_.group->count_sends(1);
 }
@@ -249,7 +249,7 @@ void Io::detach(RequestSlot* slot) {
   if (slot->prev != nullptr) slot->prev->next = slot->next;
   if (slot->next != nullptr) slot->next->prev = slot->prev;
   if (head_ == slot) head_ = slot->next;
-  if (--pending_ == 0) {
+  if (head_ == nullptr) {
     IoList::unlink(this);
     if (waiter_) {
       op_.group->resume_later(&op_, waiter_);

@@ -85,7 +85,7 @@ class Io {
   // Cancels every outstanding receive (the group is breaking).
   void cancel_receives(ucp_worker_h worker);
 
-  bool await_ready() const noexcept { return pending_ == 0; }
+  bool await_ready() const noexcept { return head_ == nullptr; }
   void await_suspend(std::coroutine_handle<> waiter) noexcept { waiter_ = waiter; }
   // The first error since the last co_await (then cleared).
   Status await_resume();
@@ -114,11 +114,10 @@ class Io {
     uint64_t length = 0;
     uint64_t sender_tag = 0;
   } early_;
-  int pending_ = 0;
   Status error_;
   std::coroutine_handle<> waiter_;
-  RequestSlot* head_ = nullptr;
-  Io* prev_ = nullptr;  // the op's list of Ios with requests outstanding
+  RequestSlot* head_ = nullptr;  // the outstanding requests (none: co_await goes on at once)
+  Io* prev_ = nullptr;           // the op's list of Ios with requests outstanding
   Io* next_ = nullptr;
   friend struct IoList;
 };
