@@ -17,7 +17,15 @@
 namespace procgroup::ucx_backend {
 namespace {
 
+// The bytes before a control message's text (the layout above).
+struct ControlHeader {
+  uint8_t kind;
+  uint8_t pad[3];
+  int32_t code, source;
+  uint32_t length;  // of the text
+};
 constexpr size_t kHeader = 16;
+static_assert(sizeof(ControlHeader) == kHeader);
 constexpr auto kControlNoticeLimit = std::chrono::milliseconds(50);
 constexpr auto kDrainLimit = std::chrono::seconds(2);
 constexpr auto kShortDrain = std::chrono::milliseconds(300);
@@ -75,29 +83,25 @@ void UcxGroup::post_control_recv() {
 
 void UcxGroup::handle_control() {
   control_arrived_ = false;  // post_control_recv() below may find the next one waiting
-  const uint8_t kind = static_cast<uint8_t>(control_buf_[0]);
-  int32_t code = 0, source = -1;
-  uint32_t length = 0;
-  std::memcpy(&code, control_buf_.data() + 4, sizeof(code));
-  std::memcpy(&source, control_buf_.data() + 8, sizeof(source));
-  std::memcpy(&length, control_buf_.data() + 12, sizeof(length));
-  if (source >= 0 && source < size_ && length <= control_buf_.size() - kHeader) {
-    const std::string text(control_buf_.data() + kHeader, length);
-    const std::string who = "rank " + std::to_string(source);
-    if (kind == kControlHello) {
-      greeted_.insert(source);
-    } else if (kind == kControlGoodbye) {
+  ControlHeader h{};
+  std::memcpy(&h, control_buf_.data(), kHeader);
+  if (h.source >= 0 && h.source < size_ && h.length <= control_buf_.size() - kHeader) {
+    const std::string text(control_buf_.data() + kHeader, h.length);
+    const std::string who = "rank " + std::to_string(h.source);
+    if (h.kind == kControlHello) {
+      greeted_.insert(h.source);
+    } else if (h.kind == kControlGoodbye) {
       // Whatever it sent us arrived before this; a receive still unmatched from it can
       // only end by its timeout.
-      departed_[source] = 1;
-    } else if (kind == kControlNotice && !broken_) {
+      departed_[h.source] = 1;
+    } else if (h.kind == kControlNotice && !broken_) {
       // A peer's lost peer, timeout or count mismatch is this rank's too: its running
       // operations cannot complete for the same reason (as on gloo, where every rank sees
       // the timeout itself). group_abort and internal errors elsewhere are aborts here.
       const bool same =
-          code == PG_ERR_PEER_LOST || code == PG_ERR_TIMEOUT || code == PG_ERR_MISMATCH;
-      break_group(same ? static_cast<pg_status_t>(code) : PG_ERR_ABORTED, who + " failed: " + text,
-                  false);
+          h.code == PG_ERR_PEER_LOST || h.code == PG_ERR_TIMEOUT || h.code == PG_ERR_MISMATCH;
+      break_group(same ? static_cast<pg_status_t>(h.code) : PG_ERR_ABORTED,
+                  who + " failed: " + text, false);
     }
   }
   post_control_recv();
@@ -124,14 +128,9 @@ void UcxGroup::handle_peer_failures() {
 }
 
 void UcxGroup::notify_peers(uint8_t kind, pg_status_t code, const std::string& text) {
-  notice_.assign(kHeader, '\0');
-  notice_[0] = static_cast<char>(kind);
   const std::string body = text.substr(0, control_buf_.size() - kHeader);
-  const int32_t code32 = code, source = rank_;
-  const uint32_t length = static_cast<uint32_t>(body.size());
-  std::memcpy(notice_.data() + 4, &code32, sizeof(code32));
-  std::memcpy(notice_.data() + 8, &source, sizeof(source));
-  std::memcpy(notice_.data() + 12, &length, sizeof(length));
+  const ControlHeader h{kind, {}, code, rank_, static_cast<uint32_t>(body.size())};
+  notice_.assign(reinterpret_cast<const char*>(&h), kHeader);
   notice_ += body;
   std::vector<void*> sending;
   ucp_request_param_t param{};
