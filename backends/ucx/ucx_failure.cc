@@ -221,17 +221,14 @@ void UcxGroup::break_group(pg_status_t code, const std::string& reason, bool tel
 }
 
 void UcxGroup::abandon_running() {
-  // UCX never completed these requests: the works end anyway (the group is broken), the
-  // ops stay allocated until the worker is destroyed, since UCX may still call back.
+  // UCX never completed these requests: the works end anyway (the group is broken, and
+  // break_group gave each running op its failure: no op starts once it is), the ops stay
+  // allocated until the worker is destroyed, since UCX may still call back.
   while (ops_ != nullptr) {
     Op* op = ops_;
     ops_ = op->next;
     if (ops_ != nullptr) ops_->prev = nullptr;
     op->finished = true;
-    if (op->failure.ok()) {
-      op->failure =
-          Status::error(PG_ERR_ABORTED, op_label(op->desc) + ": aborted: " + broken_cause_);
-    }
     op->work->complete(op->failure);
     abandoned_.emplace_back(op);
   }
