@@ -178,9 +178,9 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   std::vector<std::pair<int, ucs_status_t>> failed_peers_;  // from ep error callbacks
   // Peers on this host: their pids and pidfds (readable once the process exited).
   bool one_host_ = false;
-  std::string identity_;         // this host's (ucx_peers.cc)
-  PerPeer<uint8_t> host_known_;  // the peer's identity was read
-  PerPeer<int> pids_;            // 0: not on this host (or unknown)
+  std::string identity_;                // this host's (ucx_peers.cc)
+  std::unordered_set<int> host_known_;  // peers whose identity was read
+  PerPeer<int> pids_;                   // 0: not on this host (or unknown)
   PerPeer<ProcessHandle> processes_;
   int watched_peers_ = 0;
   std::vector<int> exited_;  // watched peers whose process ended, not yet handled

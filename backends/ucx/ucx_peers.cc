@@ -91,7 +91,7 @@ Status UcxGroup::read_host(int peer) {
     return store_failure(st.code, "reading rank " + std::to_string(peer) + "'s host identity",
                          "rank " + std::to_string(peer) + " never published its host identity");
   }
-  host_known_[peer] = 1;
+  host_known_.insert(peer);
   const size_t cut = theirs.rfind('\n');
   if (cut == identity_.size() && theirs.compare(0, cut, identity_) == 0) {
     pids_[peer] = std::atoi(theirs.c_str() + cut + 1);
@@ -101,7 +101,7 @@ Status UcxGroup::read_host(int peer) {
 
 void UcxGroup::watch_if_local(int peer) {
   if (peer == rank_ || processes_[peer].fd() >= 0) return;
-  if (!host_known_[peer] && !read_host(peer).ok()) return;
+  if (!host_known_.contains(peer) && !read_host(peer).ok()) return;
   if (pids_[peer] <= 0) return;
   bool gone = false;
   if (processes_[peer].open(pids_[peer], &gone) && waker_.watch(processes_[peer].fd(), peer)) {
@@ -116,9 +116,7 @@ void UcxGroup::watch_if_local(int peer) {
 void UcxGroup::watch_local_peers() {
   // A peer that died since it published is found gone here: the first poll breaks the group.
   // (watch_if_local adds nothing to host_known_ for a peer whose identity was read.)
-  for (const auto& [peer, read] : host_known_) {
-    if (read) watch_if_local(peer);
-  }
+  for (int peer : host_known_) watch_if_local(peer);
 }
 
 void UcxGroup::check_local_peers(int64_t timeout_us) {
