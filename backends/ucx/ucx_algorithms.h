@@ -82,6 +82,12 @@ Task alltoall_pairwise(Op& op);
 Task barrier_dissemination(Op& op);
 Task p2p_message(Op& op);  // send or recv
 
+// A scratch buffer, free or on loan from the group's pool.
+struct ScratchLease {
+  std::byte* data = nullptr;
+  size_t capacity = 0;
+};
+
 // Scratch buffers reused across operations (allocations of fresh pages would fault on
 // every large collective). Not thread-safe: the group's mutex guards it.
 class ScratchPool {
@@ -90,16 +96,12 @@ class ScratchPool {
   ~ScratchPool();
   ScratchPool(const ScratchPool&) = delete;
   ScratchPool& operator=(const ScratchPool&) = delete;
-  // At least `bytes` (64-byte aligned); *capacity gets the real size. nullptr: no memory.
-  std::byte* take(size_t bytes, size_t* capacity);
-  void give(std::byte* data, size_t capacity);
+  // At least `bytes` (64-byte aligned) of capacity; data nullptr: no memory.
+  ScratchLease take(size_t bytes);
+  void give(ScratchLease lease);
 
  private:
-  struct Free {
-    std::byte* data;
-    size_t capacity;
-  };
-  std::vector<Free> free_;
+  std::vector<ScratchLease> free_;
   size_t cached_bytes_ = 0;
 };
 

@@ -192,11 +192,10 @@ Status UcxGroup::endpoint(int peer, bool for_send, ucp_ep_h* ep) {
 }
 
 std::byte* UcxGroup::lease(Op& op, size_t bytes) {
-  size_t capacity = 0;
-  std::byte* data = pool_.take(bytes, &capacity);
-  if (data == nullptr) throw std::bad_alloc();  // the coroutine turns it into its status
-  op.leases.push_back(ScratchLease{data, capacity});
-  return data;
+  const ScratchLease lease = pool_.take(bytes);
+  if (lease.data == nullptr) throw std::bad_alloc();  // the coroutine turns it into its status
+  op.leases.push_back(lease);
+  return lease.data;
 }
 
 std::byte* Op::scratch(size_t bytes) { return group->lease(*this, bytes); }

@@ -22,6 +22,7 @@
 
 #include "procgroup/backend_kit/kernels.hpp"
 #include "procgroup/procgroup_backend.h"
+#include "ucx_algorithms.h"
 #include "ucx_recv_reduce.h"
 #include "ucx_status.h"
 #include "ucx_task.h"
@@ -31,13 +32,6 @@ namespace procgroup::ucx_backend {
 
 class UcxGroup;
 class Io;
-class ScratchPool;
-
-// A scratch buffer on loan from the group's pool.
-struct ScratchLease {
-  std::byte* data = nullptr;
-  size_t capacity = 0;
-};
 
 struct Op {
   UcxGroup* group = nullptr;

@@ -135,33 +135,31 @@ Task make_task(Op& op) {
 // ---- Scratch pool ------------------------------------------------------------------------
 
 ScratchPool::~ScratchPool() {
-  for (const Free& f : free_) std::free(f.data);
+  for (const ScratchLease& f : free_) std::free(f.data);
 }
 
-std::byte* ScratchPool::take(size_t bytes, size_t* capacity) {
+ScratchLease ScratchPool::take(size_t bytes) {
   size_t want = kMinScratch;
   while (want < bytes) want <<= 1;
   for (size_t i = 0; i < free_.size(); ++i) {
     if (free_[i].capacity == want) {
-      std::byte* data = free_[i].data;
+      const ScratchLease found = free_[i];
       cached_bytes_ -= want;
       free_[i] = free_.back();
       free_.pop_back();
-      *capacity = want;
-      return data;
+      return found;
     }
   }
-  *capacity = want;
-  return static_cast<std::byte*>(std::aligned_alloc(64, want));
+  return ScratchLease{static_cast<std::byte*>(std::aligned_alloc(64, want)), want};
 }
 
-void ScratchPool::give(std::byte* data, size_t capacity) {
-  if (cached_bytes_ + capacity > kMaxCachedScratch) {
-    std::free(data);
+void ScratchPool::give(ScratchLease lease) {
+  if (cached_bytes_ + lease.capacity > kMaxCachedScratch) {
+    std::free(lease.data);
     return;
   }
-  cached_bytes_ += capacity;
-  free_.push_back(Free{data, capacity});
+  cached_bytes_ += lease.capacity;
+  free_.push_back(lease);
 }
 
 }  // namespace procgroup::ucx_backend

@@ -109,7 +109,7 @@ void UcxGroup::finalize(Op* op) {
   if (op->prev != nullptr) op->prev->next = op->next;
   if (op->next != nullptr) op->next->prev = op->prev;
   if (ops_ == op) ops_ = op->next;
-  for (const ScratchLease& lease : op->leases) pool_.give(lease.data, lease.capacity);
+  for (const ScratchLease& lease : op->leases) pool_.give(lease);
   delete op;
   if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
 }
