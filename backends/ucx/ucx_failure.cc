@@ -33,7 +33,7 @@ constexpr auto kShortDrain = std::chrono::milliseconds(300);
 // The ranks op still expects a message from: "rank 1", "ranks 0, 2", or "".
 std::string waited_ranks(const Op& op) {
   std::map<int, bool> peers;
-  for (const Io* io = op.ios; io != nullptr; io = io->next_in_op()) {
+  for (const Io* io = op.ios; io != nullptr; io = io->next) {
     io->for_each_pending([&](int peer, bool is_recv) {
       if (is_recv) peers[peer] = true;
     });
@@ -155,7 +155,7 @@ void UcxGroup::check_deadlines(Clock::time_point now) {
   for (Op* op = ops_; op != nullptr; op = op->next) {
     if (op->task_done || now < op->deadline) continue;
     int peer = -1;
-    for (const Io* io = op->ios; io != nullptr && peer < 0; io = io->next_in_op()) {
+    for (const Io* io = op->ios; io != nullptr && peer < 0; io = io->next) {
       peer = io->first_waited_peer();
     }
     const int64_t ms = op->desc.timeout_ms > 0 ? op->desc.timeout_ms : timeout_.count();
@@ -165,7 +165,7 @@ void UcxGroup::check_deadlines(Clock::time_point now) {
     if (first.empty()) first = what;
     // What was still outstanding, for the log: "recv from 1 x2, send to 3 x1".
     std::map<std::pair<int, bool>, int> pending;
-    for (const Io* io = op->ios; io != nullptr; io = io->next_in_op()) {
+    for (const Io* io = op->ios; io != nullptr; io = io->next) {
       io->for_each_pending([&](int p, bool is_recv) { ++pending[{p, is_recv}]; });
     }
     std::string detail;
@@ -207,7 +207,7 @@ void UcxGroup::break_group(pg_status_t code, const std::string& reason, bool tel
   }
   if (tell_peers) notify_peers(kControlNotice, code, reason);
   for (Op* op = ops_; op != nullptr; op = op->next) {
-    for (Io* io = op->ios; io != nullptr; io = io->next_in_op()) io->cancel_receives(worker_.get());
+    for (Io* io = op->ios; io != nullptr; io = io->next) io->cancel_receives(worker_.get());
   }
   if (err_mode_ == UCP_ERR_HANDLING_MODE_PEER) {
     // Forced closing completes every send still queued on an endpoint (with an error).
@@ -226,8 +226,7 @@ void UcxGroup::abandon_running() {
   // allocated until the worker is destroyed, since UCX may still call back.
   while (ops_ != nullptr) {
     Op* op = ops_;
-    ops_ = op->next;
-    if (ops_ != nullptr) ops_->prev = nullptr;
+    list_remove(ops_, op);
     op->finished = true;
     op->work->complete(op->failure);
     abandoned_.emplace_back(op);

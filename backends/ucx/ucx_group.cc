@@ -237,9 +237,7 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   if (desc.op != PG_OP_SEND && desc.op != PG_OP_RECV) op->number = next_collective_++;
   op->task = make_task(*op);
   Op* raw = op.release();  // owned by the running list until finalize()
-  raw->next = ops_;
-  if (ops_ != nullptr) ops_->prev = raw;
-  ops_ = raw;
+  list_push(ops_, raw);
   *out = raw->work;
   last_activity_ = now;
   raw->task.start();  // posts its first messages now

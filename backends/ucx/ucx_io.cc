@@ -106,38 +106,20 @@ Status outcome(const RequestSlot& slot, ucs_status_t status, uint64_t length, ui
 
 }  // namespace
 
-// The op's list of Ios with outstanding requests.
-struct IoList {
-  static void link(Io* io) {
-    Op& op = io->op_;
-    io->prev_ = nullptr;
-    io->next_ = op.ios;
-    if (op.ios != nullptr) op.ios->prev_ = io;
-    op.ios = io;
-  }
-  static void unlink(Io* io) {
-    Op& op = io->op_;
-    if (io->prev_ != nullptr) io->prev_->next_ = io->next_;
-    if (io->next_ != nullptr) io->next_->prev_ = io->prev_;
-    if (op.ios == io) op.ios = io->next_;
-    io->prev_ = io->next_ = nullptr;
-  }
-};
-
 Io::~Io() {
   if (head_ == nullptr) return;
   // Only an algorithm that returns early (on an error) leaves requests behind; the group
   // is breaking, which completes the sends (endpoints force-closed); receives we cancel.
   ucp_worker_h worker = op_.group->worker();
   for (RequestSlot* s = head_; s != nullptr;) {
-    RequestSlot* next = s->next;
+    RequestSlot* after = s->next;
     s->io = nullptr;
     s->prev = s->next = nullptr;
     if (s->is_recv && worker != nullptr) ucp_request_cancel(worker, s);
-    s = next;
+    s = after;
   }
   head_ = nullptr;
-  IoList::unlink(this);
+  list_remove(op_.ios, this);
 }
 
 void Io::send(int peer, const void* data, size_t bytes, uint64_t step) {
@@ -236,21 +218,16 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Ch
 }
 
 void Io::attach(RequestSlot* slot) {
-  if (head_ == nullptr) IoList::link(this);  // its first outstanding request
-  slot->prev = nullptr;
-  slot->next = head_;
-  if (head_ != nullptr) head_->prev = slot;
-  head_ = slot;
+  if (head_ == nullptr) list_push(op_.ios, this);  // its first outstanding request
+  list_push(head_, slot);
   ++op_.pending;
   if (!slot->is_recv) op_.group->count_sends(1);
 }
 
 void Io::detach(RequestSlot* slot) {
-  if (slot->prev != nullptr) slot->prev->next = slot->next;
-  if (slot->next != nullptr) slot->next->prev = slot->prev;
-  if (head_ == slot) head_ = slot->next;
+  list_remove(head_, slot);
   if (head_ == nullptr) {
-    IoList::unlink(this);
+    list_remove(op_.ios, this);
     if (waiter_) {
       op_.group->resume_later(&op_, waiter_);
       waiter_ = {};

@@ -81,7 +81,8 @@ class Io {
   void for_each_pending(F&& f) const {
     for (const RequestSlot* s = head_; s != nullptr; s = s->next) f(s->peer, s->is_recv);
   }
-  Io* next_in_op() const { return next_; }
+  Io* prev = nullptr;  // the op's list of Ios with requests outstanding (Op::ios)
+  Io* next = nullptr;
   // Cancels every outstanding receive (the group is breaking).
   void cancel_receives(ucp_worker_h worker);
 
@@ -117,9 +118,6 @@ class Io {
   Status error_;
   std::coroutine_handle<> waiter_;
   RequestSlot* head_ = nullptr;  // the outstanding requests (none: co_await goes on at once)
-  Io* prev_ = nullptr;           // the op's list of Ios with requests outstanding
-  Io* next_ = nullptr;
-  friend struct IoList;
 };
 
 }  // namespace procgroup::ucx_backend

@@ -33,6 +33,23 @@ namespace procgroup::ucx_backend {
 class UcxGroup;
 class Io;
 
+// Lists linked through their nodes' own prev and next, so that nothing allocates: the
+// group's running ops, an op's Ios with requests outstanding, an Io's requests.
+template <class Node>
+void list_push(Node*& head, Node* node) {
+  node->prev = nullptr;
+  node->next = head;
+  if (head != nullptr) head->prev = node;
+  head = node;
+}
+template <class Node>
+void list_remove(Node*& head, Node* node) {
+  if (node->prev != nullptr) node->prev->next = node->next;
+  if (node->next != nullptr) node->next->prev = node->prev;
+  if (head == node) head = node->next;
+  node->prev = node->next = nullptr;
+}
+
 struct Op {
   UcxGroup* group = nullptr;
   const pg_host_services_t* host = nullptr;  // the core's services: its reduction kernels

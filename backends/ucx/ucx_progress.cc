@@ -106,9 +106,7 @@ void UcxGroup::finalize(Op* op) {
   if (op->queued) std::erase(finalize_, op);
   // Only an op whose task returned gets here, and settle() made a failed task's failure.
   op->work->complete(op->task.result().ok() ? Status{} : op->failure);
-  if (op->prev != nullptr) op->prev->next = op->next;
-  if (op->next != nullptr) op->next->prev = op->prev;
-  if (ops_ == op) ops_ = op->next;
+  list_remove(ops_, op);
   for (const ScratchLease& lease : op->leases) pool_.give(lease);
   delete op;
   if (sleeping_waiters_ > 0) waiters_cv_.notify_all();
