@@ -66,16 +66,15 @@ Status UcxGroup::connect() {
   // UCX then has no transport that reports a dead peer; pidfds do that (ucx_peers.cc).
   PG_KIT_TRY(discover_hosts());
   const bool ours = one_host_ && std::getenv("UCX_TLS") == nullptr;
-  Status st = create_context(size_, local_size_, sizeof(RequestSlot), &Io::init_slot,
-                             ours ? kLocalTransports : nullptr, &context_);
+  PG_KIT_TRY(create_context(size_, local_size_, sizeof(RequestSlot), &Io::init_slot,
+                            ours ? kLocalTransports : nullptr, &context_));
   // Shared memory has no peer error handling in UCX: asking for it would only be refused.
   if (ours) err_mode_ = UCP_ERR_HANDLING_MODE_NONE;
-  if (st.ok()) st = create_worker(context_.get(), &worker_);
-  const int event_fd = st.ok() ? worker_event_fd(worker_.get()) : -1;
+  PG_KIT_TRY(create_worker(context_.get(), &worker_));
+  const int event_fd = worker_event_fd(worker_.get());
   wakeup_ = event_fd >= 0;
-  if (st.ok()) st = waker_.create(event_fd);
-  if (st.ok()) st = make_reduce_datatype(&reduce_dt_);
-  if (!st.ok()) return st;
+  PG_KIT_TRY(waker_.create(event_fd));
+  PG_KIT_TRY(make_reduce_datatype(&reduce_dt_));
   watch_local_peers();
   const std::string address = worker_address(worker_.get());
   if (address.empty()) return Status::error(PG_ERR_BACKEND, "no worker address");
