@@ -162,10 +162,6 @@ void Io::recv_confirm(int peer) {
 
 void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Check check,
               ucp_datatype_t datatype) {
-  const uint64_t mask = check == Check::kCollective ? tags::kCollectiveMatch
-                        : check == Check::kConfirm  ? tags::kConfirmMatch
-                        : check == Check::kP2p      ? tags::kP2pMatch
-                                                    : tags::kFullMask;
   UcxGroup* group = op_.group;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -182,6 +178,9 @@ void Io::post(bool is_recv, int peer, void* data, size_t bytes, uint64_t tag, Ch
   }
   void* request;
   if (is_recv) {
+    const uint64_t mask = check == Check::kCollective ? tags::kCollectiveMatch
+                          : check == Check::kConfirm  ? tags::kConfirmMatch
+                                                      : tags::kP2pMatch;
     // UCX 1.13 does not fill recv_info when a waiting message completes the receive inside
     // this call: denying immediate completion makes it report every length to on_recv.
     param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;

@@ -28,7 +28,6 @@ inline constexpr uint64_t kKindP2p = 0;
 inline constexpr uint64_t kKindCollective = 1;
 inline constexpr uint64_t kKindControl = 2;
 inline constexpr uint64_t kKindMask = uint64_t{3} << 62;
-inline constexpr uint64_t kFullMask = ~uint64_t{0};
 inline constexpr uint64_t kFingerprintBits = 0xFFFF;           // collective: the sender's arguments
 inline constexpr uint64_t kStepBits = uint64_t{0x3FF} << 16;   // collective: the step
 inline constexpr uint64_t kP2pDtypeBits = uint64_t{15} << 36;  // send/recv: the sender's dtype
