@@ -202,17 +202,10 @@ std::byte* Op::scratch(size_t bytes) { return group->lease(*this, bytes); }
 // ---- Issuing ------------------------------------------------------------------------
 
 Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out) {
-  // The op's only plan (the kit's: a caller without a core sends unchecked ops), then what
-  // ucx alone refuses: CUDA buffers, and counts whose byte sizes could overflow.
-  if (kit::buffer_off_device(desc, PG_DEVICE_CPU) != nullptr) {
-    return Status::error(PG_ERR_UNSUPPORTED, op_label(desc) +
-                                                 ": the ucx backend handles CPU buffers only; "
-                                                 "use PROCGROUP_BACKEND=nccl for CUDA buffers");
-  }
+  // The op's only plan (the kit's: a caller without a core sends unchecked ops); 16: the
+  // largest scratch an algorithm takes, in multiples of the message.
   auto op = std::make_unique<Op>();
-  PG_KIT_TRY(kit::plan_op(desc, rank_, size_, &op->plan));
-  // 16: the largest scratch an algorithm takes, in multiples of the message.
-  PG_KIT_TRY(kit::check_count_fits(desc, op->plan, size_, 16));
+  PG_KIT_TRY(kit::plan_cpu_op(desc, rank_, size_, "ucx", 16, &op->plan));
   // From the coarse clock (a fifth of the cost): a deadline a few ms late, not early.
   op->deadline = kit::lazy_deadline_after(op_timeout(desc).count());
   const auto now = kit::coarse_now();
