@@ -244,7 +244,9 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
       if (!work.is_p2p()) {
         // Facts only: whether a peer passed other arguments or is simply stopped, the
         // core's hang report finds out (and names it) from every rank's record.
-        hint = "; this rank passed " + describe_arguments(work.op(), work.plan());
+        const pg_backend_op_t& op = work.op();
+        const std::string args = kit::describe_args(op.op, work.plan(), op.reduce_op, op.root);
+        hint = "; this rank passed " + (args.empty() ? "no arguments" : args);
       }
       return Status::error(PG_ERR_TIMEOUT, label + ": timed out" +
                                                (who.empty() ? "" : " waiting for " + who) +

@@ -286,13 +286,4 @@ uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& p
   return (count << 24) | (h & 0xFFFFFFu);
 }
 
-std::string describe_arguments(const pg_backend_op_t& op, const Plan& plan) {
-  if (op.op == PG_OP_BARRIER) return "no arguments";
-  const kit::OpInfo& info = kit::op_info(op.op);
-  std::string text = std::string(kit::dtype_name(plan.dtype)) + " x " + std::to_string(plan.n);
-  if (info.reducing) text += std::string(", ") + kit::reduce_op_name(op.reduce_op);
-  if (info.rooted) text += ", root " + std::to_string(op.root);
-  return text;
-}
-
 }  // namespace procgroup::gloo_backend

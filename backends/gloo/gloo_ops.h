@@ -70,8 +70,6 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p
 // time out instead, and the message says what this rank passed.
 uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& plan);
 
-// "f32 x 1000, sum, root 0": this rank's arguments, for messages.
-std::string describe_arguments(const pg_backend_op_t& op, const Plan& plan);
 
 }  // namespace procgroup::gloo_backend
 

@@ -22,14 +22,8 @@ Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDes
 }
 
 std::string describe(const OpDesc& d) {
-  const kit::OpInfo& info = kit::op_info(d.op);
-  std::string s = std::string(info.name) + "(";
-  if (d.op != PG_OP_BARRIER) {
-    s += std::string(kit::dtype_name(d.plan.dtype)) + " x " + std::to_string(d.plan.n);
-    if (info.reducing) s += std::string(", ") + kit::reduce_op_name(d.reduce_op);
-    if (info.rooted) s += ", root " + std::to_string(d.root);
-  }
-  return s + ")";
+  return std::string(kit::op_name(d.op)) + "(" +
+         kit::describe_args(d.op, d.plan, d.reduce_op, d.root) + ")";
 }
 
 std::string check_agreement(std::span<const OpDesc> all) {

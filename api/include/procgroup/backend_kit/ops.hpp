@@ -290,6 +290,17 @@ inline Status check_count_fits(const pg_backend_op_t& op, const Plan& plan, int 
                        op_label(op) + ": count " + std::to_string(plan.n) + " is too large");
 }
 
+// "f32 x 1000, sum, root 0": the arguments every rank must pass alike to a collective, for
+// messages (the reduce op and root only where op uses them; "" for a barrier).
+inline std::string describe_args(pg_op_t op, const Plan& plan, int32_t reduce_op, int32_t root) {
+  if (op == PG_OP_BARRIER) return "";
+  const OpInfo& info = op_info(op);
+  std::string text = std::string(dtype_name(plan.dtype)) + " x " + std::to_string(plan.n);
+  if (info.reducing) text += std::string(", ") + reduce_op_name(reduce_op);
+  if (info.rooted) text += ", root " + std::to_string(root);
+  return text;
+}
+
 // plan_op for a plugin that handles CPU memory only (backend: its name, for the message): a
 // buffer on another device is PG_ERR_UNSUPPORTED, pointing to the nccl backend, and counts
 // that fail check_count_fits(per_element) are refused.
