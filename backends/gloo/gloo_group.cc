@@ -245,8 +245,11 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
         // Facts only: whether a peer passed other arguments or is simply stopped, the
         // core's hang report finds out (and names it) from every rank's record.
         const pg_backend_op_t& op = work.op();
-        const std::string args = kit::describe_args(op.op, work.plan(), op.reduce_op, op.root);
-        hint = "; this rank passed " + (args.empty() ? "no arguments" : args);
+        const Plan& p = work.plan();
+        hint = "; this rank passed " +
+               (op.op == PG_OP_BARRIER
+                    ? std::string("no arguments")
+                    : kit::describe_args(op.op, p.dtype, p.n, op.reduce_op, op.root));
       }
       return Status::error(PG_ERR_TIMEOUT, label + ": timed out" +
                                                (who.empty() ? "" : " waiting for " + who) +

@@ -22,8 +22,10 @@ Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDes
 }
 
 std::string describe(const OpDesc& d) {
-  return std::string(kit::op_name(d.op)) + "(" +
-         kit::describe_args(d.op, d.plan, d.reduce_op, d.root) + ")";
+  const std::string args =
+      d.op == PG_OP_BARRIER ? ""
+                            : kit::describe_args(d.op, d.plan.dtype, d.plan.n, d.reduce_op, d.root);
+  return std::string(kit::op_name(d.op)) + "(" + args + ")";
 }
 
 std::string check_agreement(std::span<const OpDesc> all) {

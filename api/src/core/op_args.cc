@@ -97,11 +97,10 @@ pg_backend_op_t backend_op_of(const OpArgs& a, uint64_t seq, int64_t timeout_ms)
 }
 
 std::string describe(const OpArgs& args) {
-  const kit::OpInfo& info = kit::op_info(args.op);
-  std::string text = fmt::format("{} x {}", dtype_name(args.dtype), args.n);
-  if (info.reducing) text += fmt::format(", {}", reduce_op_name(args.options.reduce_op));
-  if (info.rooted) text += fmt::format(", root {}", args.options.root);
-  if (info.p2p) text += fmt::format(", peer {}, tag {}", args.options.peer, args.options.tag);
+  std::string text =
+      kit::describe_args(args.op, args.dtype, args.n, args.options.reduce_op, args.options.root);
+  if (kit::op_info(args.op).p2p)
+    text += fmt::format(", peer {}, tag {}", args.options.peer, args.options.tag);
   if (args.device != PG_DEVICE_CPU) text += fmt::format(", {}", device_name(args.device));
   return text;
 }

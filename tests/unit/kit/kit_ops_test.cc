@@ -320,13 +320,9 @@ TEST(KitPlan, CpuOnlyPlansRefuseOtherDevicesAndOversizedCounts) {
 }
 
 TEST(KitPlan, DescribeArgsNamesWhatRanksMustPassAlike) {
-  OpMaker m(PG_OP_REDUCE, 2);
-  m.op.input = m.op.output = m.at(0, 4);
-  Plan p;
-  ASSERT_TRUE(plan_op(m.op, 2, 3, &p).ok());
-  EXPECT_EQ(describe_args(PG_OP_REDUCE, p, PG_REDUCE_MAX, 2), "f32 x 4, max, root 2");
-  EXPECT_EQ(describe_args(PG_OP_ALLGATHER, p, PG_REDUCE_MAX, 2), "f32 x 4");  // neither applies
-  EXPECT_EQ(describe_args(PG_OP_BARRIER, p, PG_REDUCE_MAX, 2), "");
+  EXPECT_EQ(describe_args(PG_OP_REDUCE, PG_DTYPE_F32, 4, PG_REDUCE_MAX, 2), "f32 x 4, max, root 2");
+  // Neither the reduce op nor the root applies:
+  EXPECT_EQ(describe_args(PG_OP_ALLGATHER, PG_DTYPE_BF16, 4, PG_REDUCE_MAX, 2), "bf16 x 4");
 }
 
 }  // namespace

@@ -291,11 +291,11 @@ inline Status check_count_fits(const pg_backend_op_t& op, const Plan& plan, int 
 }
 
 // "f32 x 1000, sum, root 0": the arguments every rank must pass alike to a collective, for
-// messages (the reduce op and root only where op uses them; "" for a barrier).
-inline std::string describe_args(pg_op_t op, const Plan& plan, int32_t reduce_op, int32_t root) {
-  if (op == PG_OP_BARRIER) return "";
+// messages (the reduce op and root only where op uses them; a barrier has none to show).
+inline std::string describe_args(pg_op_t op, pg_dtype_t dtype, uint64_t n, int32_t reduce_op,
+                                 int32_t root) {
   const OpInfo& info = op_info(op);
-  std::string text = std::string(dtype_name(plan.dtype)) + " x " + std::to_string(plan.n);
+  std::string text = std::string(dtype_name(dtype)) + " x " + std::to_string(n);
   if (info.reducing) text += std::string(", ") + reduce_op_name(reduce_op);
   if (info.rooted) text += ", root " + std::to_string(root);
   return text;
