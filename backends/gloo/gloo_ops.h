@@ -70,7 +70,6 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p
 // time out instead, and the message says what this rank passed.
 uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& plan);
 
-
 }  // namespace procgroup::gloo_backend
 
 #endif  // PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_

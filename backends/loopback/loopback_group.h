@@ -211,7 +211,7 @@ class RankGroup {
   std::thread worker_;
 };
 
-// ---- Helpers ---------------------------------------------
+// ---- Helpers --------------------------------------------------------------------
 
 // "0, 2, 3": the ranks below size for which missing(rank) holds, for messages.
 template <class Pred>
