@@ -93,8 +93,8 @@ Result<std::shared_ptr<GroupState>> GroupState::create(const GroupConfig& config
         fmt::format("creating group '{}' (rank {} of {})", config.name, config.rank, config.size));
   BackendChoice choice = std::move(agreed.value());
   Members members{config.rank, config.size, config.local_rank, config.local_size};
-  Diagnostics diagnostics{config.debug_detail, config.trace_dir, store_config, user_store,
-                          std::move(timeline), config.timeout_source};
+  Diagnostics diagnostics{config.debug_detail, config.trace_dir,    store_config,
+                          user_store,          std::move(timeline), config.timeout_source};
   std::shared_ptr<GroupState> group(
       new GroupState(group_id, members, config.timeout, choice.plugin, store, !user_store,
                      std::move(diagnostics), BackendHints{config.master_addr, config.device_type}));
@@ -131,7 +131,8 @@ Status GroupState::create_backend_group(const SplitFrom* from) {
     // The plugin's words say which key it wanted; the store's say where and why.
     std::string store_said = host_store_->last_failure();
     if (!store_said.empty() && status.message().find(store_said) == std::string::npos)
-      status = Status(status.code(), fmt::format("{} (the store: {})", status.message(), store_said));
+      status =
+          Status(status.code(), fmt::format("{} (the store: {})", status.message(), store_said));
   }
   return status.with_context(fmt::format("creating group '{}' (rank {} of {}) on backend '{}'{}",
                                          id_, members_.rank, members_.size, plugin_->name,
@@ -142,8 +143,7 @@ Status GroupState::check_not_failed() {
   if (!troubled_.load(std::memory_order_acquire)) return ok_status();
   std::lock_guard lock(mutex_);
   if (failure_)
-    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_,
-                      failure_->to_string());
+    return make_error(PG_ERR_ABORTED, "group '{}' failed earlier: {}", id_, failure_->to_string());
   return ok_status();
 }
 
@@ -172,13 +172,17 @@ Status GroupState::mark_failed(const Status& failure) {
                     (failure.code() == PG_ERR_ABORTED && first && !saw_mismatch_.load());
   Status reason = failure;
   if (hung && !hang_reported_.exchange(true)) {
-    HangContext context{id_, members_.rank, members_.size, diagnostics_.store,
-                        diagnostics_.user_store, diagnostics_.trace_dir};
+    HangContext context{id_,
+                        members_.rank,
+                        members_.size,
+                        diagnostics_.store,
+                        diagnostics_.user_store,
+                        diagnostics_.trace_dir};
     HangFindings findings = report_hang(context, recorder_);
     if (findings.mismatch) {
-      reason = Status(PG_ERR_MISMATCH, failure.message() +
-                                           "; the ranks called it with different arguments: " +
-                                           findings.behind);
+      reason = Status(
+          PG_ERR_MISMATCH,
+          failure.message() + "; the ranks called it with different arguments: " + findings.behind);
     } else if (!findings.behind.empty()) {
       reason = Status(failure.code(), failure.message() + "; " + findings.behind);
     }
@@ -218,6 +222,27 @@ Status GroupState::describe_timeout(const OpLabel& label) const {
                     label.to_string(), id_, members_.rank, members_.size, which);
 }
 
+void GroupState::end_op(const OpLabel& label, uint64_t trace_id, const OpTrace& trace,
+                        Status& status) {
+  // Before the recorder closes the entry, so a hang report shows it still running.
+  if (!status.ok()) status = mark_failed(status);
+  if (trace_id != 0) recorder_.finish(trace_id, status.code());
+  if (trace.on()) trace_op_ended(timeline(), trace, label, id_, status);
+}
+
+// The counter and troubled_ are both sequentially consistent: a call entering while
+// destroy() begins either sees troubled_ or is seen by destroy()'s wait.
+bool GroupState::enter_blocking() {
+  blocking_calls_.fetch_add(1);
+  if (!troubled_.load()) return true;
+  leave_blocking();
+  return false;
+}
+
+void GroupState::leave_blocking() {
+  if (blocking_calls_.fetch_sub(1) == 1 && troubled_.load()) blocking_calls_.notify_all();
+}
+
 void GroupState::track(const std::shared_ptr<WorkState>& work, bool native) {
   std::lock_guard lock(mutex_);
   prune_if_grown(works_);
@@ -253,13 +278,16 @@ Status GroupState::destroy() {
     std::lock_guard lock(mutex_);
     if (destroyed_) return make_error(PG_ERR_INVALID_ARGUMENT, "group '{}' destroyed twice", id_);
     destroyed_ = true;
-    troubled_.store(true, std::memory_order_release);
+    troubled_.store(true);  // seq_cst: see enter_blocking
     for (const Tracked& t : works_)
       if (auto work = t.work.lock()) outstanding.push_back(std::move(work));
     works_.clear();
   }
   // Detached works are among the outstanding ones (detached_ keeps them alive).
   for (auto& work : outstanding) work->finish_before_group_destroy();
+  // Blocking calls end by their own deadline, as the works do.
+  for (int calls = blocking_calls_.load(); calls != 0; calls = blocking_calls_.load())
+    blocking_calls_.wait(calls);
   {
     std::lock_guard lock(mutex_);
     detached_.clear();

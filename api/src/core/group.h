@@ -42,18 +42,18 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
 
   // Debugging aids, shared by a world group and its subgroups.
   struct Diagnostics {
-    bool debug_detail = false;  // PROCGROUP_DEBUG=detail
-    std::string trace_dir;      // PROCGROUP_TRACE_DIR
-    StoreConfig store;          // for the hang report's own store connection
-    std::shared_ptr<Store> user_store;  // the caller's store: the hang report uses it instead
+    bool debug_detail = false;           // PROCGROUP_DEBUG=detail
+    std::string trace_dir;               // PROCGROUP_TRACE_DIR
+    StoreConfig store;                   // for the hang report's own store connection
+    std::shared_ptr<Store> user_store;   // the caller's store: the hang report uses it instead
     std::shared_ptr<Timeline> timeline;  // PROCGROUP_TIMELINE; null when off
-    std::string timeout_source;  // where the group timeout came from (GroupConfig)
+    std::string timeout_source;          // where the group timeout came from (GroupConfig)
   };
 
   // The world group of a job (pg_group_create). With user_store (pg_group_create_with_store)
   // it rendezvous there instead of opening config.store_url.
-  static Result<std::shared_ptr<GroupState>> create(const GroupConfig& config,
-                                                    const std::shared_ptr<Store>& user_store = nullptr);
+  static Result<std::shared_ptr<GroupState>> create(
+      const GroupConfig& config, const std::shared_ptr<Store>& user_store = nullptr);
   // Whether plugin starts here: a one-rank group of it on a private store, created and
   // destroyed at once (how the default backend is tried, default_backend.h).
   static Status try_alone(PluginRef plugin, const GroupConfig& config);
@@ -98,6 +98,16 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   void abort(const Status& reason);
   // The message for an operation that ran past the group timeout.
   Status describe_timeout(const OpLabel& label) const;
+  // An operation's end, for works and direct blocking calls alike: a failure fails the
+  // group (mark_failed, which may restate it in status), then the flight recorder and the
+  // timeline close its entries.
+  void end_op(const OpLabel& label, uint64_t trace_id, const OpTrace& trace, Status& status);
+
+  // A blocking call in progress with no tracked work (dispatch.cc): destroy() waits for
+  // every one to leave. False, with nothing entered, once the group is failed or being
+  // destroyed: the caller then takes the tracked path, which says why.
+  bool enter_blocking();
+  void leave_blocking();
 
   // Collective sequence numbers, from 1, equal across ranks.
   uint64_t next_seq() { return ++seq_; }
@@ -162,6 +172,23 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   };
   std::vector<Tracked> works_;  // one list, one weak reference per work
   std::vector<std::shared_ptr<WorkState>> detached_;
+  std::atomic<int> blocking_calls_{0};  // entered and not yet left
+};
+
+// enter_blocking() .. leave_blocking() for one scope.
+class BlockingCall {
+ public:
+  explicit BlockingCall(GroupState& group) : group_(group), entered_(group.enter_blocking()) {}
+  ~BlockingCall() {
+    if (entered_) group_.leave_blocking();
+  }
+  BlockingCall(const BlockingCall&) = delete;
+  BlockingCall& operator=(const BlockingCall&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  GroupState& group_;
+  const bool entered_;
 };
 
 }  // namespace procgroup::detail

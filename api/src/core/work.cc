@@ -131,7 +131,8 @@ void WorkState::arm_backend_notify() {
 }
 
 void WorkState::backend_done(void* self_ref) {
-  std::unique_ptr<std::shared_ptr<WorkState>> ref(static_cast<std::shared_ptr<WorkState>*>(self_ref));
+  std::unique_ptr<std::shared_ptr<WorkState>> ref(
+      static_cast<std::shared_ptr<WorkState>*>(self_ref));
   WorkState& self = **ref;
   if (t_polling == &self) {
     // Called from inside our own poll of the backend, which holds the lock: the poller
@@ -161,13 +162,8 @@ const Status& WorkState::finish_locked(Status status) {
   on_success_ = nullptr;
   // An armed backend still calls back with a pointer to its work: released then.
   if (!notify_armed_ || notify_fired_) release_backend_work_locked();
-  if (auto group = group_.lock()) {
-    // A fatal failure of any work fails its group: later calls fail fast (DESIGN.md §6).
-    // Before the recorder closes this entry, so a hang report shows it still running.
-    if (!status.ok()) status = group->mark_failed(status);
-    if (trace_id_ != 0) group->recorder().finish(trace_id_, status.code());
-    if (trace_.on()) trace_op_ended(group->timeline(), trace_, label_, group->id(), status);
-  }
+  // A fatal failure of any work fails its group: later calls fail fast (DESIGN.md §6).
+  if (auto group = group_.lock()) group->end_op(label_, trace_id_, trace_, status);
   status_ = std::move(status);
   done_.store(true, std::memory_order_release);
   callback_due_.store(static_cast<bool>(callback_), std::memory_order_release);
