@@ -195,7 +195,16 @@ int main(int argc, char** argv) {
               if (pg_work_wait(static_cast<pg_work_t>(w), -1) != PG_OK) die("pg_work_wait");
               pg_work_release(static_cast<pg_work_t>(w));
             }};
+  // Blocking (work = NULL), the call a training loop makes: its round trip is the one to
+  // compare; its "issue" is the whole call and "complete" has nothing left to do.
+  Path blocking{[&]() -> void* {
+                  if (pg_allreduce(group, nullptr, &b, nullptr, nullptr) != PG_OK)
+                    die("pg_allreduce (blocking)");
+                  return nullptr;
+                },
+                [](void*) {}};
   auto [d, c] = measure(direct, core, batches, 64);
+  auto [d2, blocked] = measure(direct, blocking, batches, 64);
   pg_group_destroy(group);
   out.ops->group_destroy(bg);
 
@@ -212,6 +221,11 @@ int main(int argc, char** argv) {
               c.complete_ns - d.complete_ns, c.round_trip_ns - d.round_trip_ns);
   std::printf("%-34s %13.2fx %13.2fx %13.2fx\n", "ratio (core / direct)", c.issue_ns / d.issue_ns,
               c.complete_ns / d.complete_ns, c.round_trip_ns / d.round_trip_ns);
+  std::printf("%-34s %14s %14s %14.0f\n", "plugin table directly", "", "", d2.round_trip_ns);
+  std::printf("%-34s %14s %14s %14.0f\n", "libprocgroup blocking (work NULL)", "", "",
+              blocked.round_trip_ns);
+  std::printf("%-34s %14s %14s %14.0f\n", "core overhead, blocking", "", "",
+              blocked.round_trip_ns - d2.round_trip_ns);
   dlclose(dl);
   return 0;
 }
