@@ -67,8 +67,7 @@ Task allgather_ring(Op& op);
 Task broadcast_binomial(Op& op);
 Task reduce_binomial(Op& op);
 Task chain(Op& op);  // broadcast or reduce
-Task gather_linear(Op& op);
-Task scatter_linear(Op& op);
+Task gather_scatter_linear(Op& op);
 // Runs a broadcast or scatter (inner), then every other rank confirms to the root with a
 // zero-byte message, which the root awaits: its data only leaves it, so without this the
 // root would return PG_OK while a rank that passed another count, dtype or root failed.

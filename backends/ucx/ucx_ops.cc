@@ -111,8 +111,8 @@ static Task make_data_task(Op& op) {
       }
       return allgather_ring(op);
     case PG_OP_REDUCE_SCATTER: return reduce_scatter_ring(op);
-    case PG_OP_GATHER: return gather_linear(op);
-    case PG_OP_SCATTER: return scatter_linear(op);
+    case PG_OP_GATHER:
+    case PG_OP_SCATTER: return gather_scatter_linear(op);
     default: return alltoall_pairwise(op);
   }
 }

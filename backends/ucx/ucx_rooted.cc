@@ -164,30 +164,27 @@ Task chain(Op& op) {
 
 // ---- Gather and scatter: every message posted at once -------------------------------------
 
-Task gather_linear(Op& op) {
+// Mirror images: the root receives (gather) or sends (scatter) one block per other rank, and
+// every other rank sends or receives its one block.
+Task gather_scatter_linear(Op& op) {
+  const bool gather = op.desc.op == PG_OP_GATHER, root = op.rank == op.desc.root;
   const size_t bytes = op.plan.bytes();
   Io io(op);
-  if (op.rank != op.desc.root) {
-    io.send(op.desc.root, op.plan.in, bytes, 0);
-  } else {
-    for (int i = 0; i < op.size; ++i) {
-      if (i != op.rank) io.recv(i, op.plan.out + i * bytes, bytes, 0);
+  // offset: where the block is in the root's buffer of blocks (gather's out, scatter's in).
+  auto transfer = [&](int peer, size_t offset) {
+    if (gather == root) {
+      io.recv(peer, op.plan.out + offset, bytes, 0);
+    } else {
+      io.send(peer, op.plan.in + offset, bytes, 0);
     }
-    if (!op.plan.in_place) std::memcpy(op.plan.out + op.rank * bytes, op.plan.in, bytes);
+  };
+  if (!root) transfer(op.desc.root, 0);
+  for (int i = 0; root && i < op.size; ++i) {
+    if (i != op.rank) transfer(i, i * bytes);
   }
-  co_return co_await io;
-}
-
-Task scatter_linear(Op& op) {
-  const size_t bytes = op.plan.bytes();
-  Io io(op);
-  if (op.rank != op.desc.root) {
-    io.recv(op.desc.root, op.plan.out, bytes, 0);
-  } else {
-    for (int i = 0; i < op.size; ++i) {
-      if (i != op.rank) io.send(i, op.plan.in + i * bytes, bytes, 0);
-    }
-    if (!op.plan.in_place) std::memcpy(op.plan.out, op.plan.in + op.rank * bytes, bytes);
+  if (root && !op.plan.in_place) {  // the root's own block
+    const size_t own = op.rank * bytes;
+    std::memcpy(op.plan.out + (gather ? own : 0), op.plan.in + (gather ? 0 : own), bytes);
   }
   co_return co_await io;
 }
