@@ -81,9 +81,12 @@ Task fold_out(Op& op, const Fold& f, std::byte* data, uint64_t step) {
 // block r-t-1 into place. Each received chunk is reduced and immediately sent on, so the
 // next hop works on chunk c while chunk c+1 is still arriving here.
 struct Ring {
-  std::vector<const std::byte*> src;  // our contribution to each block
-  std::vector<std::byte*> dst;        // where each block's (partial) result goes
-  std::vector<uint64_t> len;          // elements per block
+  struct Block {
+    const std::byte* src;  // our contribution
+    std::byte* dst;        // where its (partial) result goes
+    uint64_t len;          // elements
+  };
+  std::vector<Block> blocks{};
   bool reduce_scatter = true;
   bool allgather = true;
 };
@@ -95,8 +98,8 @@ Task run_ring(Op& op, Ring ring) {
   const uint64_t chunk = std::max<uint64_t>(1, t.chunk_bytes / es);
   const int window = t.window;
   auto block = [&](int b) { return ((b % p) + p) % p; };
-  auto chunks = [&](int b) { return (ring.len[b] + chunk - 1) / chunk; };
-  auto clen = [&](int b, uint64_t c) { return std::min(chunk, ring.len[b] - c * chunk); };
+  auto chunks = [&](int b) { return (ring.blocks[b].len + chunk - 1) / chunk; };
+  auto clen = [&](int b, uint64_t c) { return std::min(chunk, ring.blocks[b].len - c * chunk); };
 
   // The receives in order: (step, block, chunk).
   struct Event {
@@ -117,7 +120,7 @@ Task run_ring(Op& op, Ring ring) {
   // go out at the pace we take in step-`first` chunks (and all before any later step), so
   // a large message never floods the peer's shared-memory FIFO with requests.
   const int b0 = ring.reduce_scatter ? block(r - 1) : r;
-  const std::byte* from = ring.reduce_scatter ? ring.src[b0] : ring.dst[b0];
+  const std::byte* from = ring.reduce_scatter ? ring.blocks[b0].src : ring.blocks[b0].dst;
   uint64_t initial_posted = 0;
   auto post_initial = [&](uint64_t upto) {
     for (; initial_posted < std::min(upto, chunks(b0)); ++initial_posted) {
@@ -138,11 +141,12 @@ Task run_ring(Op& op, Ring ring) {
     const Event& e = events[i];
     const size_t k = i % window;
     const size_t bytes = clen(e.block, e.chunk) * es;
-    std::byte* chunk_dst = ring.dst[e.block] + e.chunk * chunk * es;
+    std::byte* chunk_dst = ring.blocks[e.block].dst + e.chunk * chunk * es;
     if (e.step >= p - 1) {
       slots[k]->recv(op.left(), chunk_dst, bytes, e.step);
     } else if (fused) {
-      targets[k] = op.reduce_into(chunk_dst, ring.src[e.block] + e.chunk * chunk * es, bytes);
+      targets[k] =
+          op.reduce_into(chunk_dst, ring.blocks[e.block].src + e.chunk * chunk * es, bytes);
       slots[k]->recv_reduce(op.left(), &targets[k], e.step);
     } else {
       slots[k]->recv(op.left(), tmp + k * chunk * es, bytes, e.step);
@@ -157,12 +161,12 @@ Task run_ring(Op& op, Ring ring) {
     Io& slot = *slots[k];  // a named lvalue: GCC 12 would copy the awaiter otherwise
     PG_KIT_CO_TRY(co_await slot);
     const uint64_t n = clen(e.block, e.chunk);
-    std::byte* chunk_dst = ring.dst[e.block] + e.chunk * chunk * es;
+    std::byte* chunk_dst = ring.blocks[e.block].dst + e.chunk * chunk * es;
     if (e.step < p - 1) {
       if (fused) {
         PG_KIT_CO_TRY(targets[k].failure);
       } else {
-        const std::byte* mine = ring.src[e.block] + e.chunk * chunk * es;
+        const std::byte* mine = ring.blocks[e.block].src + e.chunk * chunk * es;
         PG_KIT_CO_TRY(op.combine(chunk_dst, mine, tmp + k * chunk * es, n));
       }
       if (e.step == p - 2) PG_KIT_CO_TRY(op.finish_avg(chunk_dst, n));  // our block is complete
@@ -261,9 +265,8 @@ Task allreduce_ring(Op& op) {
   const size_t es = op.es();
   Ring ring;
   for (int b = 0; b < op.size; ++b) {
-    ring.src.push_back(op.plan.in + blocks.off(b) * es);
-    ring.dst.push_back(op.plan.out + blocks.off(b) * es);
-    ring.len.push_back(blocks.len(b));
+    ring.blocks.push_back(
+        {op.plan.in + blocks.off(b) * es, op.plan.out + blocks.off(b) * es, blocks.len(b)});
   }
   co_return co_await run_ring(op, std::move(ring));
 }
@@ -273,12 +276,10 @@ Task reduce_scatter_ring(Op& op) {
   const size_t bytes = op.plan.bytes();
   // Partial sums of other ranks' blocks stay in scratch until forwarded.
   std::byte* acc = op.scratch(bytes * p);
-  Ring ring;
-  ring.allgather = false;
+  Ring ring{.allgather = false};
   for (int b = 0; b < p; ++b) {
-    ring.src.push_back(op.plan.in + b * bytes);
-    ring.dst.push_back(b == op.rank ? op.plan.out : acc + b * bytes);
-    ring.len.push_back(op.plan.n);
+    ring.blocks.push_back(
+        {op.plan.in + b * bytes, b == op.rank ? op.plan.out : acc + b * bytes, op.plan.n});
   }
   co_return co_await run_ring(op, std::move(ring));
 }
@@ -288,13 +289,8 @@ Task allgather_ring(Op& op) {
   const size_t bytes = op.plan.bytes();
   std::byte* mine = op.plan.out + op.rank * bytes;
   if (!op.plan.in_place) std::memcpy(mine, op.plan.in, bytes);
-  Ring ring;
-  ring.reduce_scatter = false;
-  for (int b = 0; b < p; ++b) {
-    ring.src.push_back(nullptr);
-    ring.dst.push_back(op.plan.out + b * bytes);
-    ring.len.push_back(op.plan.n);
-  }
+  Ring ring{.reduce_scatter = false};
+  for (int b = 0; b < p; ++b) ring.blocks.push_back({nullptr, op.plan.out + b * bytes, op.plan.n});
   co_return co_await run_ring(op, std::move(ring));
 }
 
