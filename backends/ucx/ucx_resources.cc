@@ -128,31 +128,29 @@ Waker::~Waker() {
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
+// Tags live in the upper half of epoll's data word, fds of our own in the lower.
+constexpr uint64_t kTagged = uint64_t{1} << 63;
+
+bool Waker::add(int fd, uint64_t data) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = data;
+  return ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
 Status Waker::create(int worker_fd) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return sys_error("epoll_create1");
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return sys_error("eventfd");
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = static_cast<uint32_t>(wake_fd_);
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return sys_error("epoll_ctl");
-  if (worker_fd >= 0) {
-    ev.data.u64 = static_cast<uint32_t>(worker_fd);
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_fd, &ev) != 0) return sys_error("epoll_ctl");
+  if (!add(wake_fd_, static_cast<uint32_t>(wake_fd_))) return sys_error("epoll_ctl");
+  if (worker_fd >= 0 && !add(worker_fd, static_cast<uint32_t>(worker_fd))) {
+    return sys_error("epoll_ctl");
   }
   return {};
 }
 
-// Tags live in the upper half of epoll's data word, fds of our own in the lower.
-constexpr uint64_t kTagged = uint64_t{1} << 63;
-
-bool Waker::watch(int fd, int tag) {
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kTagged | static_cast<uint32_t>(tag);
-  return ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
-}
+bool Waker::watch(int fd, int tag) { return add(fd, kTagged | static_cast<uint32_t>(tag)); }
 
 void Waker::unwatch(int fd) { ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 

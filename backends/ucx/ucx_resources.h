@@ -72,6 +72,7 @@ class Waker {
   void wake();
 
  private:
+  bool add(int fd, uint64_t data);  // to the epoll set, for readability
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
 };
