@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "ucx_algorithms.h"
-#include "ucx_group.h"
 #include "ucx_io.h"
 #include "ucx_op.h"
 #include "ucx_tags.h"

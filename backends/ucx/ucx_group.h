@@ -32,7 +32,6 @@
 #include <condition_variable>
 #include <coroutine>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>

@@ -2,7 +2,6 @@
 // (see ucx_algorithms.h).
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "op_fingerprint.h"
 #include "ucx_algorithms.h"

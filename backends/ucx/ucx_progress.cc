@@ -10,8 +10,6 @@
 #include <algorithm>
 
 #include "ucx_group.h"
-#include "ucx_io.h"
-#include "ucx_tags.h"
 
 namespace procgroup::ucx_backend {
 namespace {

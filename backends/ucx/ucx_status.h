@@ -7,7 +7,6 @@
 #define PROCGROUP_BACKENDS_UCX_UCX_STATUS_H_
 
 #include <chrono>
-#include <string>
 
 #include "procgroup/procgroup_backend_kit.hpp"
 
