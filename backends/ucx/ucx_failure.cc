@@ -87,7 +87,6 @@ void UcxGroup::handle_control() {
   std::memcpy(&h, control_buf_.data(), kHeader);
   if (h.source >= 0 && h.source < size_ && h.length <= control_buf_.size() - kHeader) {
     const std::string text(control_buf_.data() + kHeader, h.length);
-    const std::string who = "rank " + std::to_string(h.source);
     if (h.kind == kControlHello) {
       greeted_.insert(h.source);
     } else if (h.kind == kControlGoodbye) {
@@ -101,7 +100,7 @@ void UcxGroup::handle_control() {
       const bool same =
           h.code == PG_ERR_PEER_LOST || h.code == PG_ERR_TIMEOUT || h.code == PG_ERR_MISMATCH;
       break_group(same ? static_cast<pg_status_t>(h.code) : PG_ERR_ABORTED,
-                  who + " failed: " + text, false);
+                  "rank " + std::to_string(h.source) + " failed: " + text, false);
     }
   }
   post_control_recv();

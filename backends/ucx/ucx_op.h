@@ -94,9 +94,7 @@ struct Op {
                       .dtype = plan.dtype,
                       .op = desc.reduce_op,
                       .bytes = bytes,
-                      .host = host,
-                      .failure = {},
-                      .split = {}};
+                      .host = host};
   }
   // AVG's division by the group size; nothing for other reduce ops.
   [[nodiscard]] Status finish_avg(void* data, size_t count) const {

@@ -32,14 +32,14 @@ struct ReduceInto {
   pg_reduce_op_t op = PG_REDUCE_SUM;
   uint64_t bytes = 0;
   const pg_host_services_t* host = nullptr;
-  Status failure;  // the first kernel failure; later fragments are then skipped
+  Status failure{};  // the first kernel failure; later fragments are then skipped
   // Elements cut by a fragment boundary collect their bytes here until complete.
   struct Split {
     uint64_t element;
     size_t filled;
     alignas(8) std::byte data[8];
   };
-  std::vector<Split> split;
+  std::vector<Split> split{};
 };
 
 // The generic datatype ReduceInto receives use (one per group; release with ucp_dt_destroy).
