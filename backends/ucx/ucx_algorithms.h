@@ -1,18 +1,8 @@
 // ucx_algorithms.h — the ucx backend's collective algorithms and how one is chosen.
 //
 // Every algorithm is a coroutine over tag send/recv (ucx_io.h). make_task() picks one by
-// operation, message size and world size (p):
-//
-//   allreduce   bytes <= rd_max: recursive doubling (non-power-of-two p folded in first)
-//               p > 2 and bytes < ring_min: Rabenseifner (recursive halving + doubling)
-//               otherwise: ring reduce-scatter + allgather, pipelined in chunk_bytes chunks
-//               so each reduced chunk is forwarded while the next one is in flight
-//   broadcast   bytes <= tree_max: binomial tree; else a pipelined chain
-//   reduce      bytes <= tree_max: binomial tree; else a pipelined chain toward the root
-//   allgather   total <= bruck_max: Bruck; else ring (chunk-pipelined)
-//   reduce_scatter  ring (chunk-pipelined)      gather, scatter  linear (all posted at once)
-//   alltoall    pairwise exchange               barrier  dissemination
-//   send, recv  one tagged message
+// operation, message size and world size, with the thresholds in Tuning (make_data_task in
+// ucx_ops.cc; the same choices as a table: README.md, Operations).
 //
 // Reductions fuse the copy (out = in op received), AVG divides once per element (the rank
 // that finishes a block divides it before it is distributed), f16/bf16 accumulate in float.

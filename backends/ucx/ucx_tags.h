@@ -12,10 +12,10 @@
 // Receives match every bit except the sender's arguments (dtype, fingerprint), which the
 // receiver compares itself when the message arrived: ranks that called different things
 // fail with PG_ERR_MISMATCH instead of exchanging data. A root's confirmation receive
-// (rooted_confirm in ucx_rooted.cc) ignores the step as well; the control receive takes
-// any source. Wrapping numbers is harmless: between one pair of ranks, messages with equal
-// tags are matched in posting order, and every algorithm posts them in the same order on
-// both sides.
+// (confirmed_by_receivers in ucx_rooted.cc) ignores the step as well; the control receive
+// takes any source. Wrapping numbers is harmless: between one pair of ranks, messages with
+// equal tags are matched in posting order, and every algorithm posts them in the same order
+// on both sides.
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_TAGS_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_TAGS_H_
 
