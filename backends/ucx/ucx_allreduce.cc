@@ -132,10 +132,10 @@ Task run_ring(Op& op, Ring ring) {
   post_initial(ahead);
   // Reduce-scatter chunks are combined as UCX unpacks them (fused), or land in tmp first.
   const bool fused = t.fused_recv;
-  std::vector<std::unique_ptr<Io>> slots;
+  std::vector<std::unique_ptr<Io>> slots(window);
   std::vector<ReduceInto> targets(window);
   std::byte* tmp = ring.reduce_scatter && !fused ? op.scratch(window * chunk * es) : nullptr;
-  for (int k = 0; k < window; ++k) slots.push_back(std::make_unique<Io>(op));
+  for (auto& slot : slots) slot = std::make_unique<Io>(op);
   auto post = [&](size_t i) {
     if (i >= events.size()) return;
     const Event& e = events[i];

@@ -66,7 +66,7 @@ Task alltoall_pairwise(Op& op) {
 Task barrier_dissemination(Op& op) {
   const int p = op.size, r = op.rank;
   uint64_t step = 0;
-  static const std::byte kNothing[1] = {};
+  static constexpr std::byte kNothing[1] = {};
   std::byte sink[1];
   for (int k = 1; k < p; k <<= 1, ++step) {
     Io io(op);
