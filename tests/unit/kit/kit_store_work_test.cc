@@ -1,12 +1,15 @@
 // The backend kit's store.hpp and work.hpp: kit::Store over a fake host store (values as
 // strings, the host's memory given back, failures naming the call and the key), and
-// kit::Completion (one outcome, waits bounded by a deadline, the completion notice).
+// kit::Completion (one outcome, waits bounded by a deadline, the completion notice) and
+// kit::wait_until.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -109,6 +112,41 @@ TEST(KitCompletion, WakesAWaiterAndCallsTheNoticeOnce) {
   already.complete(PG_OK);
   EXPECT_TRUE(already.notify_on_complete(notice, &notices));  // called at once
   EXPECT_EQ(notices, 2);
+}
+
+TEST(KitCompletion, WaitTakesATimeoutOrWaitsUntilItsBound) {
+  Completion done;
+  std::string message;
+  EXPECT_EQ(done.wait(0, &message), PG_PENDING);
+  const Clock::time_point start = Clock::now();
+  const auto bound = std::chrono::milliseconds(20);
+  EXPECT_EQ(done.wait(-1, &message, start + bound), PG_PENDING);  // < 0: until the bound
+  EXPECT_GE(Clock::now() - start, bound);
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    done.complete(PG_ERR_TIMEOUT, "too late");
+  });
+  EXPECT_EQ(done.wait(-1, &message), PG_ERR_TIMEOUT);  // no bound: until it completes
+  finisher.join();
+  EXPECT_EQ(message, "too late");
+  EXPECT_EQ(done.wait(1000, &message), PG_ERR_TIMEOUT);  // completed: at once
+}
+
+TEST(KitWaitUntil, ReturnsThePredicateAtTheDeadlineOrWaitsWithoutOne) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  std::unique_lock lock(mu);
+  EXPECT_FALSE(wait_until(cv, lock, deadline_after(5), [&] { return ready; }));  // timed out
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard guard(mu);
+    ready = true;
+    cv.notify_all();
+  });
+  EXPECT_TRUE(wait_until(cv, lock, kNever, [&] { return ready; }));  // no bound
+  lock.unlock();
+  setter.join();
 }
 
 TEST(KitCompletion, DeadlineAfterSaturates) {

@@ -1,20 +1,13 @@
 // backend_kit/work.hpp — what a plugin's work needs to finish once and be waited for:
 // kit::Completion (the outcome, waiting on it, and the core's completion notice),
+// kit::wait_until (a condition variable's wait to a deadline that may be kNever),
 // kit::deadline_after (now + ms, saturated) and its cheaper twin kit::lazy_deadline_after
-// (from kit::coarse_now, a few ms late). A work that completes on some other thread
-// (a worker, a peer's delivery) holds a Completion and forwards to it:
+// (from kit::coarse_now, a few ms late). A Completion has the test, wait and
+// notify_on_complete a work needs (kit::make_ops), so a work that completes on some other
+// thread (a worker, a peer's delivery) can be one, or derive from one to carry more:
 //
-//   struct MyWork {
-//     kit::Completion done;
-//     pg_status_t test(std::string* m) { return done.test(m); }
-//     pg_status_t wait(int64_t ms, std::string* m) {
-//       return done.wait_until(ms < 0 ? kit::kNever : kit::deadline_after(ms), m);
-//     }
-//     bool notify_on_complete(pg_backend_work_done_fn fn, void* user) {
-//       return done.notify_on_complete(fn, user);
-//     }
-//   };
-//   work->done.complete(PG_OK);  // by whoever finishes it; only the first call counts
+//   using MyWork = kit::Completion;
+//   work->complete(PG_OK);  // by whoever finishes it; only the first call counts
 #ifndef PROCGROUP_BACKEND_KIT_WORK_HPP_
 #define PROCGROUP_BACKEND_KIT_WORK_HPP_
 
@@ -69,7 +62,8 @@ inline Clock::duration coarse_tick() {
   static const Clock::duration tick = [] {
     timespec res{};
     clock_getres(CLOCK_MONOTONIC_COARSE, &res);
-    return Clock::duration(std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec));
+    return Clock::duration(std::chrono::seconds(res.tv_sec) +
+                           std::chrono::nanoseconds(res.tv_nsec));
   }();
   return tick;
 #else
@@ -82,6 +76,16 @@ inline Clock::duration coarse_tick() {
 // op's timeout, set on every operation's path.
 inline Clock::time_point lazy_deadline_after(int64_t ms) {
   return detail::saturated_after(coarse_now() + 2 * coarse_tick(), ms);
+}
+
+// cv.wait_until(lock, until, pred), or for until == kNever an untimed cv.wait(lock, pred):
+// no timed wait ever sees a time point at the very end of the clock. Returns pred().
+template <class Pred>
+bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                Clock::time_point until, Pred pred) {
+  if (until != kNever) return cv.wait_until(lock, until, std::move(pred));
+  cv.wait(lock, std::move(pred));
+  return true;
 }
 
 // The outcome of one operation, set once, by any thread; safe to share between them.
@@ -116,13 +120,16 @@ class Completion {
   // test() once the work completes or `until` passes (kNever: no bound).
   pg_status_t wait_until(Clock::time_point until, std::string* message) const {
     std::unique_lock lock(mu_);
-    auto done = [this] { return status_ != PG_PENDING; };
-    if (until == kNever) {
-      cv_.wait(lock, done);
-    } else {
-      cv_.wait_until(lock, until, done);
-    }
+    kit::wait_until(cv_, lock, until, [this] { return status_ != PG_PENDING; });
     return report_locked(message);
+  }
+
+  // A work's wait entry: wait_until(deadline_after(timeout_ms)), or for timeout_ms < 0
+  // wait_until(unbounded), which a plugin whose works all end by a deadline of their own
+  // may pass (plus a grace) instead of waiting forever.
+  pg_status_t wait(int64_t timeout_ms, std::string* message,
+                   Clock::time_point unbounded = kNever) const {
+    return wait_until(timeout_ms < 0 ? unbounded : deadline_after(timeout_ms), message);
   }
 
   // Calls done(user) once when the work completes, on the completing thread (here, now, if
