@@ -26,11 +26,11 @@ constexpr pg_backend_ops_t kOps = kit::make_ops<GlooGroup>();
 
 extern "C" PG_BACKEND_EXPORT pg_status_t pg_backend_negotiate(const pg_backend_negotiate_in_t* in,
                                                               pg_backend_negotiate_out_t* out) {
-  using namespace procgroup::gloo_backend;
+  namespace gloo_backend = procgroup::gloo_backend;
   // AVG is a sum, then the host's scale_down.
   return procgroup::kit::negotiate(in, out,
-                                   {.name = GlooGroup::kName,
-                                    .description = kDescription,
-                                    .ops = &kOps,
+                                   {.name = gloo_backend::GlooGroup::kName,
+                                    .description = gloo_backend::kDescription,
+                                    .ops = &gloo_backend::kOps,
                                     .host_size = procgroup::kit::kHostKernelsSize});
 }

@@ -38,11 +38,7 @@ constexpr uint64_t kProbeSlot = kTripwireSlot - 1;
 // ---- Creation and destruction -------------------------------------------------------
 
 GlooGroup::GlooGroup(const pg_backend_group_config_t& config, const pg_host_services_t* host)
-    : host_(host),
-      rank_(config.rank),
-      size_(config.size),
-      timeout_(clamped(config.timeout_ms)),
-      group_id_(config.group_id != nullptr ? config.group_id : "") {
+    : host_(host), rank_(config.rank), size_(config.size), timeout_(clamped(config.timeout_ms)) {
   const char* algo = std::getenv("PROCGROUP_GLOO_ALLREDUCE");
   if (algo != nullptr && std::strcmp(algo, "ring") == 0) allreduce_ = AllreduceChoice::kRing;
   if (algo != nullptr && std::strcmp(algo, "bcube") == 0) allreduce_ = AllreduceChoice::kBcube;
@@ -58,8 +54,8 @@ Status GlooGroup::create(const pg_backend_group_config_t& config, const pg_host_
 }
 
 Status GlooGroup::connect(const pg_backend_group_config_t& config) {
-  const std::string where = "gloo: group '" + group_id_ + "' (rank " + std::to_string(rank_) +
-                            " of " + std::to_string(size_) + ")";
+  const std::string where = "gloo: group '" + std::string(config.group_id) + "' (rank " +
+                            std::to_string(rank_) + " of " + std::to_string(size_) + ")";
   NetChoice net;
   Status st = choose_interface(config.master_addr, &net);
   if (!st.ok()) return Status::error(st.code, where + ": " + st.message);
@@ -151,7 +147,7 @@ void GlooGroup::worker_loop() {
 
 void GlooGroup::execute(const std::shared_ptr<Work>& work) {
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(work->deadline() - Clock::now());
+      std::chrono::duration_cast<std::chrono::milliseconds>(work->deadline - Clock::now());
   if (left.count() <= 0) {
     fail(work, Status::error(PG_ERR_TIMEOUT, work->label() + ": timed out before it could "
                                                              "start (earlier operations used "
@@ -162,7 +158,7 @@ void GlooGroup::execute(const std::shared_ptr<Work>& work) {
     if (work->is_p2p()) {
       // Posted here, in issue order; a waiter thread waits for it, so later operations
       // (and the peer's matching ones) are not held up behind it.
-      work->p2p = P2pTransfer::post(*context_, work->op(), work->plan(), recv_order_);
+      work->p2p = std::make_unique<P2pTransfer>(*context_, work->op, work->plan, recv_order_);
       std::lock_guard<std::mutex> lock(mu_);
       ++running_;  // until its waiter is done
       p2p_posted_.push_back(work);
@@ -172,8 +168,8 @@ void GlooGroup::execute(const std::shared_ptr<Work>& work) {
       wait_cv_.notify_one();
       return;
     }
-    const OpEnv env{context_, host_, rank_, size_, work->tag(), left, allreduce_, &scratch_};
-    Status st = run_collective(env, work->op(), work->plan());
+    const OpEnv env{context_, host_, rank_, size_, work->tag, left, allreduce_, &scratch_};
+    Status st = run_collective(env, work->op, work->plan);
     if (st.ok()) {
       work->complete(PG_OK, "");
     } else {
@@ -203,7 +199,7 @@ void GlooGroup::waiter_loop() {
 
 void GlooGroup::wait_p2p(const std::shared_ptr<Work>& work) {
   try {
-    Status st = work->p2p->finish(work->deadline(), recv_order_);
+    Status st = work->p2p->finish(work->deadline, recv_order_);
     work->p2p.reset();
     if (st.ok()) {
       work->complete(PG_OK, "");
@@ -236,16 +232,16 @@ Status GlooGroup::failure_of(const Work& work, const std::exception_ptr& error) 
     const std::string what = e.what();
     std::vector<int> down;
     int peer = failed_peer(what, &down);
-    if (peer < 0 && work.is_p2p()) peer = work.op().peer;
+    if (peer < 0 && work.is_p2p()) peer = work.op.peer;
     const std::string who = peer < 0 ? "" : "rank " + std::to_string(peer);
     if (is_timeout(what)) {
-      const auto timeout = work.op().timeout_ms > 0 ? clamped(work.op().timeout_ms) : timeout_;
+      const auto timeout = work.op.timeout_ms > 0 ? clamped(work.op.timeout_ms) : timeout_;
       std::string hint;
       if (!work.is_p2p()) {
         // Facts only: whether a peer passed other arguments or is simply stopped, the
         // core's hang report finds out (and names it) from every rank's record.
-        const pg_backend_op_t& op = work.op();
-        const Plan& p = work.plan();
+        const pg_backend_op_t& op = work.op;
+        const Plan& p = work.plan;
         hint = "; this rank passed " +
                (op.op == PG_OP_BARRIER
                     ? std::string("no arguments")
@@ -297,8 +293,6 @@ void GlooGroup::break_group(pg_status_t status, const std::string& cause) {
     work->complete(PG_ERR_ABORTED, work->label() + ": not started: " + broken_cause_);
   }
 }
-
-void GlooGroup::abort() { break_group(PG_ERR_ABORTED, "group_abort was called"); }
 
 void GlooGroup::shut_pairs() {
   if (!context_ || size_ == 1) return;

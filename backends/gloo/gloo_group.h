@@ -52,7 +52,7 @@ class GlooGroup {
   // Validates op and queues it behind every operation issued before it.
   Status submit(const pg_backend_op_t& op, std::shared_ptr<Work>* out);
   // Fails queued and running works with PG_ERR_ABORTED and every later submission.
-  void abort();
+  void abort() { break_group(PG_ERR_ABORTED, "group_abort was called"); }
 
  private:
   GlooGroup(const pg_backend_group_config_t& config, const pg_host_services_t* host);
@@ -80,7 +80,6 @@ class GlooGroup {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
-  const std::string group_id_;
   AllreduceChoice allreduce_ = AllreduceChoice::kAuto;
 
   std::shared_ptr<gloo::transport::Device> device_;

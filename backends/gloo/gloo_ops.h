@@ -5,7 +5,7 @@
 //
 //   Scratch scratch;                              // one per group, kept by the worker
 //   OpEnv env{context, host, rank, size, tag, remaining, AllreduceChoice::kAuto, &scratch};
-//   st = run_collective(env, op, work->plan());   // blocking
+//   st = run_collective(env, op, work->plan);     // blocking
 // Send/recv live in gloo_p2p.h.
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_OPS_H_
@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "gloo_plan.h"
 #include "procgroup/procgroup_backend.h"
@@ -30,13 +29,10 @@ enum class AllreduceChoice { kAuto, kRing, kBcube };
 // Messages at or below this many bytes use bcube under kAuto.
 inline constexpr size_t kBcubeMaxBytes = 256 * 1024;
 
-// Grow-only scratch memory shared by the operations of one group. Every collective runs on
-// the group's single worker thread, one at a time, and asks for scratch at most once, so one
-// buffer serves them all: a large reduce or reduce_scatter no longer maps, faults in and
-// unmaps a fresh buffer per call (glibc mmaps blocks from 32 MiB up). It keeps its
-// high-water mark, the largest scratch any operation needed (n*size*elem for
-// reduce_scatter, n*(size-1)*elem for in-place alltoall, n*elem for reduce on non-roots
-// and in-place gather/scatter on the root), until the group is destroyed.
+// Grow-only scratch memory of one group: its collectives run one at a time on its worker and
+// ask for scratch at most once, so one buffer serves them all and a large reduce or
+// reduce_scatter does not map and fault in a fresh one per call (glibc mmaps blocks from
+// 32 MiB up). It keeps its high-water mark until the group is destroyed (README.md).
 class Scratch {
  public:
   // At least bytes of uninitialised memory; valid until the next get().

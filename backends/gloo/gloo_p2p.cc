@@ -28,13 +28,6 @@ std::string describe(uint16_t dtype, uint64_t nbytes) {
 
 }  // namespace
 
-bool p2p_tag_allowed(uint64_t tag) {
-  constexpr uint64_t kUserEnd = uint64_t{1} << 61;
-  constexpr uint64_t kCoreBase = uint64_t{1} << 62;
-  constexpr uint64_t kCoreEnd = (uint64_t{1} << 63) - 8;
-  return tag < kUserEnd || (tag >= kCoreBase && tag < kCoreEnd);
-}
-
 // ---- RecvOrder ----------------------------------------------------------------------
 
 uint64_t RecvOrder::take_ticket(int peer, uint64_t tag) {
@@ -44,11 +37,12 @@ uint64_t RecvOrder::take_ticket(int peer, uint64_t tag) {
 
 bool RecvOrder::wait_turn(int peer, uint64_t tag, uint64_t ticket, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, deadline, [&] {
+  auto turn_or_abort = [&] {
     if (aborted_) return true;
     auto it = queues_.find({peer, tag});
     return it != queues_.end() && it->second.serving == ticket;
-  }) && !aborted_;
+  };
+  return kit::wait_until(cv_, lock, deadline, turn_or_abort) && !aborted_;
 }
 
 void RecvOrder::next_turn(int peer, uint64_t tag) {
@@ -72,30 +66,29 @@ void RecvOrder::abort() {
 
 // ---- P2pTransfer --------------------------------------------------------------------
 
-std::unique_ptr<P2pTransfer> P2pTransfer::post(gloo::Context& context, const pg_backend_op_t& op,
-                                               const Plan& plan, RecvOrder& order) {
-  std::unique_ptr<P2pTransfer> t(new P2pTransfer(context, op, plan));
+P2pTransfer::P2pTransfer(gloo::Context& context, const pg_backend_op_t& op, const Plan& plan,
+                         RecvOrder& order)
+    : context_(context), op_(op), plan_(plan) {
   const size_t bytes = plan.bytes();
   if (op.op == PG_OP_SEND) {
     const bool in_line = bytes <= kInlineBytes;
     const WireHeader h{kWireMagic, static_cast<uint16_t>(plan.dtype),
                        static_cast<uint16_t>(in_line ? kInlineFlag : 0), bytes};
-    t->frame_.resize(sizeof(h) + (in_line ? bytes : 0));
-    std::memcpy(t->frame_.data(), &h, sizeof(h));
-    if (in_line && bytes > 0) std::memcpy(t->frame_.data() + sizeof(h), plan.out, bytes);
-    t->frame_buf_ = context.createUnboundBuffer(t->frame_.data(), t->frame_.size());
-    t->frame_buf_->send(op.peer, header_slot(op.tag));
+    frame_.resize(sizeof(h) + (in_line ? bytes : 0));
+    std::memcpy(frame_.data(), &h, sizeof(h));
+    if (in_line && bytes > 0) std::memcpy(frame_.data() + sizeof(h), plan.out, bytes);
+    frame_buf_ = context.createUnboundBuffer(frame_.data(), frame_.size());
+    frame_buf_->send(op.peer, header_slot(op.tag));
     if (!in_line) {
-      t->payload_buf_ = context.createUnboundBuffer(plan.out, bytes);
-      t->payload_buf_->send(op.peer, payload_slot(op.tag));
+      payload_buf_ = context.createUnboundBuffer(plan.out, bytes);
+      payload_buf_->send(op.peer, payload_slot(op.tag));
     }
-    return t;
+    return;
   }
-  t->ticket_ = order.take_ticket(op.peer, op.tag);
-  t->frame_.resize(sizeof(WireHeader) + kInlineBytes);
-  t->frame_buf_ = context.createUnboundBuffer(t->frame_.data(), t->frame_.size());
-  t->frame_buf_->recv(op.peer, header_slot(op.tag));
-  return t;
+  ticket_ = order.take_ticket(op.peer, op.tag);
+  frame_.resize(sizeof(WireHeader) + kInlineBytes);
+  frame_buf_ = context.createUnboundBuffer(frame_.data(), frame_.size());
+  frame_buf_->recv(op.peer, header_slot(op.tag));
 }
 
 Status P2pTransfer::finish(Clock::time_point deadline, RecvOrder& order) {
@@ -110,9 +103,8 @@ Status P2pTransfer::finish(Clock::time_point deadline, RecvOrder& order) {
 Status P2pTransfer::finish_recv(Clock::time_point deadline, RecvOrder& order) {
   const std::string label = op_label(op_);
   const std::string from = "rank " + std::to_string(op_.peer);
-  if (!frame_buf_->waitRecv(left_until(deadline))) {
-    return Status::error(PG_ERR_ABORTED, label + ": aborted");
-  }
+  auto aborted = [&] { return Status::error(PG_ERR_ABORTED, label + ": aborted"); };
+  if (!frame_buf_->waitRecv(left_until(deadline))) return aborted();
   WireHeader h;
   std::memcpy(&h, frame_.data(), sizeof(h));
   const bool in_line = (h.flags & kInlineFlag) != 0;
@@ -123,7 +115,7 @@ Status P2pTransfer::finish_recv(Clock::time_point deadline, RecvOrder& order) {
   const size_t mine = plan_.bytes();
   const bool match = h.nbytes == mine && (mine == 0 || h.dtype == plan_.dtype);
   if (!order.wait_turn(op_.peer, op_.tag, ticket_, deadline)) {
-    if (Clock::now() < deadline) return Status::error(PG_ERR_ABORTED, label + ": aborted");
+    if (Clock::now() < deadline) return aborted();
     return Status::error(PG_ERR_TIMEOUT, label + ": timed out behind an earlier recv from " + from +
                                              " with the same tag");
   }
@@ -143,9 +135,7 @@ Status P2pTransfer::finish_recv(Clock::time_point deadline, RecvOrder& order) {
     }
   }
   order.next_turn(op_.peer, op_.tag);
-  if (!in_line && !payload_buf_->waitRecv(left_until(deadline))) {
-    return Status::error(PG_ERR_ABORTED, label + ": aborted");
-  }
+  if (!in_line && !payload_buf_->waitRecv(left_until(deadline))) return aborted();
   if (!match) {
     return Status::error(PG_ERR_MISMATCH,
                          label + ": " + from + " sent " + describe(h.dtype, h.nbytes) +

@@ -12,8 +12,8 @@
 // A header receive always has room for the largest inline message, so no message can
 // exceed the receive it lands in.
 //
-//   auto t = P2pTransfer::post(*context, op, plan, order);   // worker thread, issue order
-//   Status st = t->finish(deadline, order);                   // a waiter thread; may throw
+//   auto t = std::make_unique<P2pTransfer>(*context, op, plan, order);  // worker, issue order
+//   Status st = t->finish(deadline, order);                              // a waiter; may throw
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_P2P_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_P2P_H_
 
@@ -36,8 +36,6 @@ namespace procgroup::gloo_backend {
 
 inline constexpr size_t kInlineBytes = 64 * 1024;
 
-// Send/recv tags the backend accepts: below 2^61 (users), or the core's [2^62, 2^63 - 8).
-bool p2p_tag_allowed(uint64_t tag);
 // Where a tag's headers and large payloads travel: disjoint from each other, from Gloo's
 // collective slots (top byte 0x01..0x08) and from the reserved slots near 2^64.
 inline uint64_t header_slot(uint64_t tag) { return tag ^ (uint64_t{1} << 63); }
@@ -72,16 +70,14 @@ class P2pTransfer {
  public:
   // Posts a send (header, and the payload when large) or the header receive of a recv.
   // Throws Gloo's exceptions.
-  static std::unique_ptr<P2pTransfer> post(gloo::Context& context, const pg_backend_op_t& op,
-                                           const Plan& plan, RecvOrder& order);
+  P2pTransfer(gloo::Context& context, const pg_backend_op_t& op, const Plan& plan,
+              RecvOrder& order);
   // Waits for the transfer until deadline: PG_OK, PG_ERR_MISMATCH (recv), PG_ERR_ABORTED
   // (the wait was aborted), PG_ERR_TIMEOUT (only for a turn never given); Gloo's own
   // failures and timeouts are thrown.
   Status finish(Clock::time_point deadline, RecvOrder& order);
 
  private:
-  P2pTransfer(gloo::Context& context, const pg_backend_op_t& op, const Plan& plan)
-      : context_(context), op_(op), plan_(plan) {}
   Status finish_recv(Clock::time_point deadline, RecvOrder& order);
 
   gloo::Context& context_;

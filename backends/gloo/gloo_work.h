@@ -11,6 +11,7 @@
 #ifndef PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
 #define PROCGROUP_BACKENDS_GLOO_GLOO_WORK_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -26,28 +27,26 @@ namespace procgroup::gloo_backend {
 // and notify_on_complete() are kit::Completion's.
 class Work : public kit::Completion {
  public:
-  Work(const pg_backend_op_t& op, const Plan& plan, uint32_t tag, Clock::time_point deadline)
-      : op_(op), plan_(plan), tag_(tag), deadline_(deadline) {}
+  Work(const pg_backend_op_t& op_in, const Plan& plan_in, uint32_t tag_in,
+       Clock::time_point deadline_in)
+      : op(op_in), plan(plan_in), tag(tag_in), deadline(deadline_in) {}
 
-  const pg_backend_op_t& op() const { return op_; }
-  const Plan& plan() const { return plan_; }  // made once, when the op was issued
-  uint32_t tag() const { return tag_; }       // the collective tag, the same on every rank
-  Clock::time_point deadline() const { return deadline_; }
-  bool is_p2p() const { return op_.op == PG_OP_SEND || op_.op == PG_OP_RECV; }
-  std::string label() const { return op_label(op_); }  // "allreduce #12"
+  bool is_p2p() const { return op.op == PG_OP_SEND || op.op == PG_OP_RECV; }
+  std::string label() const { return op_label(op); }  // "allreduce #12"
 
   // Waits up to timeout_ms; < 0: until the work's deadline plus a grace period (every
   // work ends by then: the group enforces the deadline).
-  pg_status_t wait(int64_t timeout_ms, std::string* message) const;
+  pg_status_t wait(int64_t timeout_ms, std::string* message) const {
+    constexpr auto kGrace = std::chrono::seconds(2);
+    return Completion::wait(timeout_ms, message, std::max(deadline, Clock::now()) + kGrace);
+  }
 
+  const pg_backend_op_t op;
+  const Plan plan;     // made once, when the op was issued
+  const uint32_t tag;  // the collective tag, the same on every rank
+  const Clock::time_point deadline;
   // A posted send/recv, owned by the thread that waits on it.
   std::unique_ptr<P2pTransfer> p2p;
-
- private:
-  const pg_backend_op_t op_;
-  const Plan plan_;
-  const uint32_t tag_;
-  const Clock::time_point deadline_;
 };
 
 }  // namespace procgroup::gloo_backend
