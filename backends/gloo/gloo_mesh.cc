@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,36 +25,28 @@ constexpr std::chrono::milliseconds kMinCheckTime{1000};
 class ConnectWatchdog {
  public:
   ConnectWatchdog(gloo::transport::Pair* pair, Clock::time_point deadline)
-      : thread_([this, pair, deadline] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (cv_.wait_until(lock, deadline, [&] { return done_; })) return;
+      : thread_([this, pair, deadline](const std::stop_token& done) {
+          std::mutex mu;
+          std::unique_lock<std::mutex> lock(mu);
+          std::condition_variable_any cv;
+          cv.wait_until(lock, done, deadline, [] { return false; });  // a stop or the deadline
+          if (done.stop_requested()) return;
           fired_ = true;
           pair->close();
         }) {}
-  ~ConnectWatchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
   ConnectWatchdog(const ConnectWatchdog&) = delete;
   ConnectWatchdog& operator=(const ConnectWatchdog&) = delete;
 
   // Once connect() returned: whether the watchdog cut it short.
   bool fired() {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
+    thread_.request_stop();
+    thread_.join();
     return fired_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  bool fired_ = false;
-  std::thread thread_;  // last: starts once the members above exist
+  bool fired_ = false;   // written by the thread, read once it is joined
+  std::jthread thread_;  // last: starts once fired_ exists; its destructor stops and joins it
 };
 
 // The join phase's keys (the store is the group's own): a counter, the flag its last rank
@@ -77,7 +70,6 @@ class RankRanges {
       ranges_.emplace_back(first, last);
     }
   }
-  bool empty() const { return ranges_.empty(); }
   std::string str() const {  // "1-3, 7"
     std::string text;
     for (const auto& [first, last] : ranges_) {
@@ -128,7 +120,6 @@ struct MeshContext::Failures {
 // here however large a size it was given, and pairs (one per peer) are made only once
 // every rank has joined. The rank that completes the count sets a flag the others wait on.
 Status MeshContext::await_ranks(const kit::Store& store, Clock::time_point deadline) {
-  started_ = Clock::now();
   PG_KIT_TRY(store.set(joined_key(rank), "1"));
   int64_t joined = 0;
   PG_KIT_TRY(store.add(kJoinedCount, 1, &joined));
@@ -162,11 +153,9 @@ Status MeshContext::missing_ranks(const kit::Store& store, int64_t joined) {
       ++found;
     }
   }
-  std::string who = missing == 1 ? "rank " : "ranks ";
-  if (ranges.empty()) {
-    who = std::to_string(missing) + " ranks";
-  } else {
-    who += ranges.str();
+  std::string who = std::to_string(missing) + " ranks";  // if the search found none in time
+  if (found > 0) {
+    who = (missing == 1 ? "rank " : "ranks ") + ranges.str();
     if (found < missing) who += " and " + std::to_string(missing - found) + " more";
   }
   std::string text = who + " did not join the rendezvous within " +
@@ -179,11 +168,17 @@ Status MeshContext::missing_ranks(const kit::Store& store, int64_t joined) {
 Status MeshContext::connect_mesh(const kit::Store& store,
                                  std::shared_ptr<gloo::transport::Device>& device) {
   const auto timeout = getTimeout();
-  PG_KIT_TRY(await_ranks(store, Clock::now() + timeout));
+  const auto joined_by = Clock::now() + timeout;
+  PG_KIT_TRY(await_ranks(store, joined_by));
   // Everyone is here: connecting gets the rest of the timeout, and a little more when the
   // last rank came late (at most 1.5 timeouts in all, with the check below).
-  const auto deadline = std::max(started_ + timeout, Clock::now() + timeout / 4);
+  const auto deadline = std::max(joined_by, Clock::now() + timeout / 4);
   const std::string within = " within " + std::to_string(timeout.count()) + " ms";
+  const std::string absent =
+      " did not join the rendezvous" + within + " (not started, stuck, or dead)";
+  const std::string cut_short =
+      " did not complete" + within +
+      " (it published its address, then died, stopped or became unreachable)";
   auto transport = device->createContext(rank, size);
   transport->setTimeout(timeout);
   std::string addresses;
@@ -201,11 +196,9 @@ Status MeshContext::connect_mesh(const kit::Store& store,
     if (i == rank) continue;
     const std::string who = "rank " + std::to_string(i);
     std::string value;
-    if (Status got = store.get(address_key(i), left_until(deadline).count(), &value);
-        !got.ok()) {
+    if (Status got = store.get(address_key(i), left_until(deadline).count(), &value); !got.ok()) {
       if (got.code != PG_ERR_TIMEOUT) return got;
-      failures.add(i, true, (who + " did not join the rendezvous").append(within).append(
-                                " (not started, stuck, or dead)"));
+      failures.add(i, true, who + absent);
       continue;
     }
     auto& pair = transport->getPair(i);
@@ -216,19 +209,12 @@ Status MeshContext::connect_mesh(const kit::Store& store,
       pair->connect(extractAddress(theirs, i));
       cut = watchdog.fired();
     } catch (const std::exception& e) {
-      failures.add(i, is_timeout(e.what()),
-                   "connecting to " + who +
-                       " failed (it published its address, then died or "
-                       "became unreachable): " +
-                       e.what());
+      failures.add(
+          i, is_timeout(e.what()),
+          "connecting to " + who +
+              " failed (it published its address, then died or became unreachable): " + e.what());
     }
-    if (cut) {
-      failures.add(i, true,
-                   ("connecting to " + who + " did not complete")
-                       .append(within)
-                       .append(" (it published its address, then died, stopped or became "
-                               "unreachable)"));
-    }
+    if (cut) failures.add(i, true, ("connecting to " + who).append(cut_short));
   }
   device_ = device;
   transportContext_ = std::move(transport);

@@ -2,14 +2,11 @@
 // names the rank at fault when that fails.
 //
 // Gloo's own connectFullMesh() reports "connect [10.0.0.7]:41234: Connection refused" or a
-// store timeout without saying which rank it was waiting for, and it returns as soon as
-// each socket is connected, even if the peer died a moment later. This does the same
-// exchange (once every rank has joined — a counter in the store, so a rank given a huge
-// size costs nothing per absent peer — each rank publishes its pairs' addresses under its
-// rank, then connects to every other rank's) one rank at a time, so every failure names its
-// rank, and then
-// checks each connection end to end with a one-byte exchange, so a rank that died during
-// the rendezvous fails group creation on every survivor instead of their first collective.
+// store timeout without naming the rank it waited for, and returns once each socket is
+// connected, even if the peer died a moment later. This does the same exchange one rank at
+// a time (after every rank joined a counter in the store, so an absent peer costs nothing),
+// so every failure names its rank, then checks each connection with a one-byte exchange, so
+// a rank that died during the rendezvous fails group creation on every survivor.
 //
 //   auto context = std::make_shared<MeshContext>(rank, size);
 //   context->setTimeout(timeout);
@@ -28,7 +25,7 @@
 
 namespace procgroup::gloo_backend {
 
-// The p2p slot of the connection check; reserved (gloo_p2p.h refuses its tag).
+// The p2p slot of the connection check; reserved (p2p_tag_allowed refuses its tag).
 inline constexpr uint64_t kMeshCheckSlot = ~uint64_t{0} - 2;
 
 class MeshContext : public gloo::rendezvous::Context {
@@ -45,8 +42,6 @@ class MeshContext : public gloo::rendezvous::Context {
   Status await_ranks(const kit::Store& store, Clock::time_point deadline);
   Status missing_ranks(const kit::Store& store, int64_t joined);
   void check_connections(Failures& failures, Clock::time_point deadline);
-
-  Clock::time_point started_;
 };
 
 }  // namespace procgroup::gloo_backend

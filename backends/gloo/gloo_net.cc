@@ -16,10 +16,6 @@
 namespace procgroup::gloo_backend {
 namespace {
 
-struct AddrInfoDeleter {
-  void operator()(addrinfo* p) const { freeaddrinfo(p); }
-};
-
 class Socket {
  public:
   explicit Socket(int fd) : fd_(fd) {}
@@ -71,7 +67,7 @@ Status choose_interface(const char* master_addr, NetChoice* out) {
     return config_error(std::string("cannot resolve master address '") + master_addr +
                         "': " + gai_strerror(rc));
   }
-  std::unique_ptr<addrinfo, AddrInfoDeleter> list(raw);
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(raw, &freeaddrinfo);
   if (is_loopback(list->ai_addr)) {
     out->attr.hostname = list->ai_family == AF_INET6 ? "::1" : "127.0.0.1";
     out->description = "address " + out->attr.hostname + " (master is loopback)";

@@ -1,18 +1,6 @@
-// Operation mapping for the gloo backend (see gloo_ops.h).
-//
-//   allreduce       gloo::allreduce (ring above kBcubeMaxBytes, bcube below)
-//   broadcast       gloo::broadcast (binomial tree)
-//   reduce          gloo::reduce (ring reduce-scatter + gather to root); non-roots reduce
-//                   into scratch so their input is left untouched
-//   allgather       gloo::allgather (ring); in place when input sits at output + rank*n
-//   reduce_scatter  gloo::allreduce from the input into scratch, then this rank's block
-//   gather/scatter  gloo::gather / gloo::scatter (direct)
-//   alltoall        gloo::alltoall (pairwise); in place the same exchange, sending from a
-//                   scratch copy of the outgoing blocks
-//   barrier         gloo::barrier (dissemination)
-//   send/recv       gloo_p2p.h (unbound buffers behind a size header)
-// A group of one copies locally; n == 0 is a no-op. Reductions run the core's kernels
-// (kit::reduce_to through the host services); AVG is SUM, then kit::scale_down.
+// Operation mapping for the gloo backend (see gloo_ops.h; README.md has the table of
+// which Gloo collective runs each op). Reductions run the core's kernels (kit::reduce_to
+// through the host services); AVG is SUM, then kit::scale_down.
 #include "gloo_ops.h"
 
 #include <gloo/allgather.h>
@@ -105,17 +93,11 @@ Status finish_avg(const OpEnv& env, const pg_backend_op_t& op, const Plan& p, st
   return st.ok() ? st : Status::error(st.code, op_label(op) + ": avg: " + st.message);
 }
 
-// A group of one: every operation is a copy of this rank's n elements (or nothing).
-void local_copy(const Plan& p) {
-  if (!p.in_place && p.out != nullptr && p.in != p.out) std::memcpy(p.out, p.in, p.bytes());
-}
-
 Status run_reduce(const OpEnv& env, const pg_backend_op_t& op, const Plan& p) {
   const bool root = env.rank == op.root;
-  std::byte* out = p.out;
   // gloo reduces through every rank's output: keep a non-root's input intact. gloo reads
   // back only what it wrote there, so stale scratch contents do not matter.
-  if (!root) out = env.scratch->get(p.bytes());
+  std::byte* out = root ? p.out : env.scratch->get(p.bytes());
   auto o = options_for<gloo::ReduceOptions>(env);
   o.setRoot(op.root);
   o.setReduceFunction(reduce_function(env, p, op.reduce_op));
@@ -208,6 +190,18 @@ void run_alltoall(const OpEnv& env, const Plan& p) {
   gloo::alltoall(o);
 }
 
+// FNV-1a over 64-bit fields.
+uint32_t fnv1a(std::initializer_list<uint64_t> fields) {
+  uint32_t h = 2166136261u;
+  for (uint64_t f : fields) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint8_t>(f >> (8 * i));
+      h *= 16777619u;
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 std::byte* Scratch::get(size_t bytes) {
@@ -228,8 +222,8 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p
     return {};
   }
   if (p.n == 0) return {};
-  if (env.size == 1) {
-    local_copy(p);
+  if (env.size == 1) {  // every operation is a copy of this rank's n elements, or nothing
+    if (!p.in_place && p.out != nullptr && p.in != p.out) std::memcpy(p.out, p.in, p.bytes());
     return {};
   }
   switch (op.op) {
@@ -259,22 +253,6 @@ Status run_collective(const OpEnv& env, const pg_backend_op_t& op, const Plan& p
     default: return Status::error(PG_ERR_INTERNAL, op_label(op) + ": not a collective");
   }
 }
-
-namespace {
-
-// FNV-1a over 64-bit fields.
-uint32_t fnv1a(std::initializer_list<uint64_t> fields) {
-  uint32_t h = 2166136261u;
-  for (uint64_t f : fields) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint8_t>(f >> (8 * i));
-      h *= 16777619u;
-    }
-  }
-  return h;
-}
-
-}  // namespace
 
 uint32_t collective_tag(uint32_t count, const pg_backend_op_t& op, const Plan& plan) {
   const kit::OpInfo& info = kit::op_info(op.op);
