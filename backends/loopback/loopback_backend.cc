@@ -11,15 +11,9 @@
 namespace procgroup::loopback {
 namespace {
 
-#if defined(PG_LOOPBACK_P2P_ONLY) && PG_LOOPBACK_P2P_ONLY
-constexpr bool kP2pOnly = true;
 constexpr const char* kDescription =
-    "in-process reference backend (ranks are threads of one process), send/recv only";
-#else
-constexpr bool kP2pOnly = false;
-constexpr const char* kDescription =
-    "in-process reference backend (ranks are threads of one process)";
-#endif
+    kP2pOnly ? "in-process reference backend (ranks are threads of one process), send/recv only"
+             : "in-process reference backend (ranks are threads of one process)";
 
 // loopback_p2p leaves group_split out, so its subgroups keep taking the core's group_create
 // path; no work_on_complete: the core waits for works on its own thread.
@@ -31,10 +25,10 @@ constexpr pg_backend_ops_t kOps = kit::make_ops<RankGroup>(
 
 extern "C" PG_BACKEND_EXPORT pg_status_t pg_backend_negotiate(const pg_backend_negotiate_in_t* in,
                                                               pg_backend_negotiate_out_t* out) {
-  using namespace procgroup::loopback;
+  namespace loopback = procgroup::loopback;
   return procgroup::kit::negotiate(in, out,
-                                   {.name = RankGroup::kName,
-                                    .description = kDescription,
-                                    .ops = &kOps,
+                                   {.name = loopback::RankGroup::kName,
+                                    .description = loopback::kDescription,
+                                    .ops = &loopback::kOps,
                                     .host_size = procgroup::kit::kHostKernelsSize});
 }

@@ -37,10 +37,6 @@ Status SharedGroup::failure_for(uint64_t index) const {
 
 // ---- RankGroup: lifetime -----------------------------------------------------------
 
-RankGroup::RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
-                     const pg_host_services_t* host)
-    : shared_(std::move(shared)), rank_(rank), timeout_ms_(timeout_ms), host_(host) {}
-
 void RankGroup::shutdown() {
   SharedGroup& g = *shared_;
   {
@@ -54,18 +50,16 @@ void RankGroup::shutdown() {
     // A peer may be copying into one of our recv buffers; the user may free them once we
     // return, so wait for those copies and fail the recvs nobody matched.
     g.cv.wait(lock, [&] { return g.slots[rank_].deliveries == 0; });
-    for (auto it = g.recvs.begin(); it != g.recvs.end();) {
-      if (it->first.dst != rank_) {
-        ++it;
-        continue;
-      }
+    const auto mine = g.recvs.lower_bound(P2pKey{rank_, std::numeric_limits<int>::min(), 0});
+    auto it = mine;
+    for (; it != g.recvs.end() && it->first.dst == rank_; ++it) {
       for (PendingRecv& recv : it->second) {
         recv.work->complete(PG_ERR_ABORTED, "recv from rank " + std::to_string(it->first.src) +
                                                 " (op #" + std::to_string(recv.seq) +
                                                 ") was not matched before the group was destroyed");
       }
-      it = g.recvs.erase(it);
     }
+    g.recvs.erase(mine, it);
   }
   leave();
 }
@@ -78,35 +72,32 @@ void RankGroup::abort() {
                 0);
 }
 
-Clock::time_point RankGroup::deadline_for(const pg_backend_op_t& op) const {
-  int64_t ms = op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_;
-  return deadline_after(ms);
-}
-
 // ---- RankGroup: collectives ----------------------------------------------------------
 
 Status RankGroup::submit(const pg_backend_op_t& op, WorkRef* out) {
-  if (op.op == PG_OP_SEND) return submit_send(op, out);
-  if (op.op == PG_OP_RECV) return submit_recv(op, out);
-  return submit_collective(op, out);
+  kit::Plan plan;  // 8 below: the largest element, in bytes
+  PG_KIT_TRY(kit::plan_cpu_op(op, rank_, shared_->size, "loopback", 8, &plan));
+  *out = std::make_shared<Work>();
+  switch (op.op) {
+    case PG_OP_SEND: submit_send(op, plan, *out); break;
+    case PG_OP_RECV: submit_recv(op, plan, *out); break;
+    default: submit_collective(op, plan, *out);
+  }
+  return {};
 }
 
-Status RankGroup::submit_collective(const pg_backend_op_t& op, WorkRef* out) {
-  Task task;
-  PG_KIT_TRY(normalize_collective(op, rank_, shared_->size, &task.desc));
-  task.work = std::make_shared<Work>();
-  task.deadline = deadline_for(op);
+void RankGroup::submit_collective(const pg_backend_op_t& op, const kit::Plan& plan,
+                                  const WorkRef& work) {
+  Task task{work, collective_desc(op, plan), deadline_after(timeout_of(op))};
   SharedGroup& g = *shared_;
   std::lock_guard lock(g.mu);
   task.index = ++g.slots[rank_].issued;
   if (g.failed) {
-    task.work->complete(g.failure_for(0));
+    work->complete(g.failure_for(0));
   } else {
     g.slots[rank_].queue.push_back(task);
     g.cv.notify_all();
   }
-  *out = task.work;
-  return {};
 }
 
 template <class Pred>
@@ -194,13 +185,8 @@ void RankGroup::run_task(std::unique_lock<std::mutex>& lock, Task& task) {
   for (int r = 0; r < g.size; ++r) all[r] = g.slots[r].desc;
   me.committed = k;
   lock.unlock();
-  Status result;
-  std::string mismatch = check_agreement(all);
-  if (!mismatch.empty()) {
-    result = {PG_ERR_MISMATCH, std::move(mismatch)};
-  } else {
-    result = compute_collective(host_, rank_, all, &temp);
-  }
+  Status result = check_agreement(all);
+  if (result.ok()) result = compute_collective(host_, rank_, all, &temp);
   lock.lock();
   me.finished = k;
   g.cv.notify_all();

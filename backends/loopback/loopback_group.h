@@ -28,10 +28,28 @@
 #include <thread>
 #include <vector>
 
-#include "loopback_work.h"
 #include "procgroup/procgroup_backend.h"
+#include "procgroup/procgroup_backend_kit.hpp"
 
 namespace procgroup::loopback {
+
+using kit::Clock;
+using kit::deadline_after;  // now + ms, saturated at kNever
+using kit::kNever;
+using kit::Status;
+
+// A work is the kit's completion record (complete() counts once: an abort and a late success
+// may race), shared by the caller's handle and whoever finishes it (a rank's worker, or the
+// peer thread that matches a recv): the caller may release its handle while it is pending.
+// It holds no pointer into the group, so it can be tested and released after the group is gone.
+using Work = kit::Completion;
+using WorkRef = std::shared_ptr<Work>;
+
+#if defined(PG_LOOPBACK_P2P_ONLY) && PG_LOOPBACK_P2P_ONLY
+inline constexpr bool kP2pOnly = true;
+#else
+inline constexpr bool kP2pOnly = false;
+#endif
 
 // ---- Collectives (loopback_ops.cc) ----------------------------------------------
 
@@ -45,15 +63,13 @@ struct OpDesc {
   kit::Plan plan;    // in_place: the result overwrites plan.in: compute into a temporary
 };
 
-// kit::plan_cpu_op for loopback: CPU buffers only (PG_ERR_UNSUPPORTED otherwise).
-Status plan_loopback_op(const pg_backend_op_t& op, int rank, int size, kit::Plan* plan);
-// The plan, root and reduce op of a collective for this rank.
-Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* desc);
+// A collective's desc for this rank: its plan, and the root and reduce op where it has them.
+OpDesc collective_desc(const pg_backend_op_t& op, const kit::Plan& plan);
 // "allreduce(f32 x 1024, sum)", "broadcast(f32 x 8, root 2)", ...
 std::string describe(const OpDesc& desc);
-// Empty when every rank called the same collective; else a message naming the first
+// PG_OK when every rank called the same collective; else PG_ERR_MISMATCH naming the first
 // rank that differs from rank 0. Every rank computes the same answer.
-std::string check_agreement(std::span<const OpDesc> all);
+Status check_agreement(std::span<const OpDesc> all);
 // Computes rank's result from every rank's desc. In-place results go to *temp; the
 // caller copies them to plan.out once no peer reads plan.in any more.
 Status compute_collective(const pg_host_services_t* host, int rank, std::span<const OpDesc> all,
@@ -85,7 +101,8 @@ struct P2pKey {
   int dst;
   int src;
   uint64_t tag;
-  auto operator<=>(const P2pKey&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy misreads the defaulted <=>
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy misreads the defaulted <=>
+  auto operator<=>(const P2pKey&) const = default;
 };
 
 struct PendingRecv {
@@ -115,16 +132,10 @@ struct SharedGroup;
 // The k-th split of a group: every rank's request and the children made from it.
 struct SplitRound {
   explicit SplitRound(int n) : requests(n) {}
-  std::vector<std::optional<SplitRequest>> requests;
-  int posted = 0;
+  std::vector<std::optional<SplitRequest>> requests;  // empty until that rank posts
   int finished = 0;  // ranks done with the round; the last one removes it
   std::map<int32_t, std::shared_ptr<SharedGroup>> children;  // by color
 };
-
-// Empty when every rank's request is well formed and each member's child rank and size
-// are its place in (key, parent rank) order among its color; else a message naming the
-// first rank that is not. Every rank computes the same answer.
-std::string check_split(std::span<const SplitRequest> all);
 
 struct SharedGroup {
   SharedGroup(std::string id, int n, uint64_t registry_key)
@@ -142,9 +153,8 @@ struct SharedGroup {
   const std::string group_id;
   const int size;
   const uint64_t instance;  // registry key
-  int joined = 0;
-  int alive = 0;           // handles not yet destroyed (including failed joins in progress)
-  bool abandoned = false;  // rendezvous gave up; late ranks must not join
+  int alive = 0;            // handles not yet destroyed (including failed joins in progress)
+  bool abandoned = false;   // rendezvous gave up; late ranks must not join
   std::vector<Slot> slots;
   bool failed = false;
   pg_status_t fail_status = PG_OK;
@@ -161,11 +171,7 @@ struct SharedGroup {
 // The group class of kit::make_ops (procgroup_backend_kit.hpp builds the entries from it).
 class RankGroup {
  public:
-#if defined(PG_LOOPBACK_P2P_ONLY) && PG_LOOPBACK_P2P_ONLY
-  static constexpr const char* kName = "loopback_p2p";
-#else
-  static constexpr const char* kName = "loopback";
-#endif
+  static constexpr const char* kName = kP2pOnly ? "loopback_p2p" : "loopback";
   // Joins the group (waiting for every rank), starts the worker; the kit checked config.
   static Status create(const pg_backend_group_config_t& config, const pg_host_services_t* host,
                        std::unique_ptr<RankGroup>* out);
@@ -182,15 +188,18 @@ class RankGroup {
 
  private:
   RankGroup(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
-            const pg_host_services_t* host);
+            const pg_host_services_t* host)
+      : shared_(std::move(shared)), rank_(rank), timeout_ms_(timeout_ms), host_(host) {}
   // The handle of a rank that has joined `shared`, with its worker started; on failure
   // the rank leaves again and the group fails.
   static Status launch(std::shared_ptr<SharedGroup> shared, int rank, int64_t timeout_ms,
                        const pg_host_services_t* host, std::unique_ptr<RankGroup>* out);
-  Status submit_collective(const pg_backend_op_t& op, WorkRef* work);
-  Status submit_send(const pg_backend_op_t& op, WorkRef* work);
-  Status submit_recv(const pg_backend_op_t& op, WorkRef* work);
-  Clock::time_point deadline_for(const pg_backend_op_t& op) const;
+  void submit_collective(const pg_backend_op_t& op, const kit::Plan& plan, const WorkRef& work);
+  void submit_send(const pg_backend_op_t& op, const kit::Plan& plan, const WorkRef& work);
+  void submit_recv(const pg_backend_op_t& op, const kit::Plan& plan, const WorkRef& work);
+  int64_t timeout_of(const pg_backend_op_t& op) const {
+    return op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_;
+  }
   void worker_main();
   void run_task(std::unique_lock<std::mutex>& lock, Task& task);
   // Waits on the group's condition until pred() or deadline, meanwhile failing this

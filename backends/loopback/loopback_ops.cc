@@ -1,4 +1,4 @@
-// Collectives: the plan of each rank's contribution, the cross-rank agreement check, and
+// Collectives: what each rank contributes (its desc), the cross-rank agreement check, and
 // the computation each rank does by reading its peers' buffers directly.
 #include <cstring>
 #include <new>
@@ -8,17 +8,13 @@
 
 namespace procgroup::loopback {
 
-Status plan_loopback_op(const pg_backend_op_t& op, int rank, int size, kit::Plan* plan) {
-  return kit::plan_cpu_op(op, rank, size, "loopback", 8, plan);  // 8: the largest element
-}
-
-Status normalize_collective(const pg_backend_op_t& op, int rank, int size, OpDesc* d) {
+OpDesc collective_desc(const pg_backend_op_t& op, const kit::Plan& plan) {
   const kit::OpInfo& info = kit::op_info(op.op);
-  d->op = op.op;
-  d->seq = op.seq;
-  d->root = info.rooted ? op.root : 0;
-  d->reduce_op = info.reducing ? op.reduce_op : PG_REDUCE_SUM;
-  return plan_loopback_op(op, rank, size, &d->plan);
+  return {.op = op.op,
+          .reduce_op = info.reducing ? op.reduce_op : PG_REDUCE_SUM,
+          .root = info.rooted ? op.root : 0,
+          .seq = op.seq,
+          .plan = plan};
 }
 
 std::string describe(const OpDesc& d) {
@@ -28,7 +24,7 @@ std::string describe(const OpDesc& d) {
   return std::string(kit::op_name(d.op)) + "(" + args + ")";
 }
 
-std::string check_agreement(std::span<const OpDesc> all) {
+Status check_agreement(std::span<const OpDesc> all) {
   const OpDesc& ref = all[0];
   for (size_t r = 1; r < all.size(); ++r) {
     const OpDesc& d = all[r];
@@ -38,8 +34,8 @@ std::string check_agreement(std::span<const OpDesc> all) {
              d.reduce_op == ref.reduce_op;
     }
     if (!same) {
-      return "rank " + std::to_string(r) + " called " + describe(d) + " as op #" +
-             std::to_string(d.seq) + " while rank 0 called " + describe(ref);
+      return {PG_ERR_MISMATCH, "rank " + std::to_string(r) + " called " + describe(d) + " as op #" +
+                                   std::to_string(d.seq) + " while rank 0 called " + describe(ref)};
     }
   }
   return {};

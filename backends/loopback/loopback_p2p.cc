@@ -33,20 +33,16 @@ void RankGroup::deliver(PendingRecv& recv, const void* data, uint64_t bytes, Wor
   if (send_work != nullptr) send_work->complete(PG_OK);
 }
 
-Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
-  kit::Plan plan;  // plan.in: the bytes to send
-  PG_KIT_TRY(plan_loopback_op(op, rank_, shared_->size, &plan));
-  const uint64_t bytes = plan.bytes();
+void RankGroup::submit_send(const pg_backend_op_t& op, const kit::Plan& plan, const WorkRef& work) {
+  const uint64_t bytes = plan.bytes();  // at plan.in
   const P2pKey key{op.peer, rank_, op.tag};
   SharedGroup& g = *shared_;
-  WorkRef work = std::make_shared<Work>();
-  *out = work;
   std::vector<uint8_t> payload;
   for (int attempt = 0;; ++attempt) {
     std::unique_lock lock(g.mu);
     if (g.failed) {
       work->complete(g.failure_for(0));
-      return {};
+      return;
     }
     auto it = g.recvs.find(key);
     if (it != g.recvs.end()) {
@@ -60,12 +56,12 @@ Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
       lock.lock();
       --g.slots[key.dst].deliveries;
       g.cv.notify_all();
-      return {};
+      return;
     }
     if (attempt == 1) {
       g.messages[key].push_back(std::move(payload));
       work->complete(PG_OK);
-      return {};
+      return;
     }
     // No recv yet: copy without holding the group lock, then look again (a recv may have
     // been posted meanwhile).
@@ -75,32 +71,27 @@ Status RankGroup::submit_send(const pg_backend_op_t& op, WorkRef* out) {
   }
 }
 
-Status RankGroup::submit_recv(const pg_backend_op_t& op, WorkRef* out) {
-  kit::Plan plan;  // plan.out: where the message goes
-  PG_KIT_TRY(plan_loopback_op(op, rank_, shared_->size, &plan));
+void RankGroup::submit_recv(const pg_backend_op_t& op, const kit::Plan& plan, const WorkRef& work) {
   const P2pKey key{rank_, op.peer, op.tag};
   SharedGroup& g = *shared_;
-  WorkRef work = std::make_shared<Work>();
-  *out = work;
-  PendingRecv recv{work,   plan.out,         plan.bytes(),
-                   op.seq, deadline_for(op), op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_};
+  const int64_t timeout_ms = timeout_of(op);
+  PendingRecv recv{work, plan.out, plan.bytes(), op.seq, deadline_after(timeout_ms), timeout_ms};
   std::unique_lock lock(g.mu);
   if (g.failed) {
     work->complete(g.failure_for(0));
-    return {};
+    return;
   }
   auto it = g.messages.find(key);
   if (it == g.messages.end()) {
     g.recvs[key].push_back(std::move(recv));
     g.cv.notify_all();  // our worker must learn the new deadline
-    return {};
+    return;
   }
   std::vector<uint8_t> payload = std::move(it->second.front());
   it->second.pop_front();
   if (it->second.empty()) g.messages.erase(it);
   lock.unlock();
   deliver(recv, payload.data(), payload.size(), nullptr, key);
-  return {};
 }
 
 Clock::time_point RankGroup::sweep_recvs_locked() {

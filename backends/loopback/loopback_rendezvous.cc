@@ -2,10 +2,10 @@
 // the group's store and the process-wide registry (the plugin's only global).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "loopback_group.h"
 
@@ -104,24 +104,16 @@ Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_
   PG_KIT_TRY(config.rank == 0 ? publish(config, &shared) : lookup(config, &shared));
   SharedGroup& g = *shared;
   const int rank = config.rank;
+  const std::string who = "loopback group '" + g.group_id + "': rank " + std::to_string(rank);
   std::unique_lock lock(g.mu);
-  if (g.abandoned) {
-    return {PG_ERR_PEER_LOST, "loopback group '" + g.group_id + "': rank " + std::to_string(rank) +
-                                  " arrived after the rendezvous gave up"};
-  }
-  if (g.slots[rank].joined) {
-    return {PG_ERR_INVALID_ARGUMENT,
-            "loopback group '" + g.group_id + "': rank " + std::to_string(rank) + " joined twice"};
-  }
+  if (g.abandoned) return {PG_ERR_PEER_LOST, who + " arrived after the rendezvous gave up"};
+  if (g.slots[rank].joined) return {PG_ERR_INVALID_ARGUMENT, who + " joined twice"};
   g.slots[rank].joined = true;
-  ++g.joined;
   ++g.alive;
   g.cv.notify_all();
   // Every rank waits for all, so no operation can start before the group is complete.
-  const Clock::time_point deadline = deadline_after(config.timeout_ms);
-  auto all_here = [&] { return g.joined == g.size || g.abandoned; };
-  bool complete = deadline == kNever ? (g.cv.wait(lock, all_here), true)
-                                     : g.cv.wait_until(lock, deadline, all_here);
+  auto all_here = [&] { return g.abandoned || std::ranges::all_of(g.slots, &Slot::joined); };
+  const bool complete = kit::wait_until(g.cv, lock, deadline_after(config.timeout_ms), all_here);
   if (!complete || g.abandoned) {
     const std::string missing = rank_list(g.size, [&](int r) { return !g.slots[r].joined; });
     g.abandoned = true;
@@ -133,8 +125,7 @@ Status RankGroup::create(const pg_backend_group_config_t& config, const pg_host_
     if (rank == 0) kit::Store(config.store).remove(kInstanceKey);
     return {PG_ERR_TIMEOUT, "loopback group '" + g.group_id + "' rendezvous timed out after " +
                                 std::to_string(config.timeout_ms) + " ms on rank " +
-                                std::to_string(rank) + "; not heard from rank(s) " +
-                                missing};
+                                std::to_string(rank) + "; not heard from rank(s) " + missing};
   }
   // The key is no longer needed; removing it keeps a later group under the same store
   // scope from finding this instance.

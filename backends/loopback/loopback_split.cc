@@ -37,8 +37,9 @@ SplitRequest request_of(int32_t color, int32_t key, const pg_backend_group_confi
   return r;
 }
 
-}  // namespace
-
+// Empty when every rank's request is well formed and each member's child rank and size
+// are its place in (key, parent rank) order among its color; else a message naming the
+// first rank that is not. Every rank computes the same answer.
 std::string check_split(std::span<const SplitRequest> all) {
   std::map<int32_t, std::vector<std::pair<int32_t, size_t>>> colors;  // (key, parent rank)
   for (size_t p = 0; p < all.size(); ++p) {
@@ -69,6 +70,8 @@ std::string check_split(std::span<const SplitRequest> all) {
   return "";
 }
 
+}  // namespace
+
 Status RankGroup::split(int32_t color, int32_t key, const pg_backend_group_config_t* config,
                         std::unique_ptr<RankGroup>* out) {
   const SplitRequest mine = request_of(color, key, config);
@@ -82,12 +85,11 @@ Status RankGroup::split(int32_t color, int32_t key, const pg_backend_group_confi
     const uint64_t k = ++g.slots[rank_].splits;
     SplitRound& round = g.splits.try_emplace(k, g.size).first->second;
     round.requests[rank_] = mine;
-    ++round.posted;
     g.cv.notify_all();
-    const Clock::time_point deadline = deadline_after(timeout_ms_);
-    auto all_here = [&] { return g.failed || round.posted == g.size; };
-    const bool arrived = deadline == kNever ? (g.cv.wait(lock, all_here), true)
-                                            : g.cv.wait_until(lock, deadline, all_here);
+    auto all_here = [&] {
+      return g.failed || std::ranges::all_of(round.requests, [](auto& r) { return r.has_value(); });
+    };
+    const bool arrived = kit::wait_until(g.cv, lock, deadline_after(timeout_ms_), all_here);
     if (!arrived) {
       // The parent's ranks are out of step now, so the parent fails, as for a collective.
       std::string message = "group_split #" + std::to_string(k) + " timed out after " +
@@ -107,7 +109,7 @@ Status RankGroup::split(int32_t color, int32_t key, const pg_backend_group_confi
         // Instance 0 is never in the registry: nobody looks a split child up by the store.
         made = std::make_shared<SharedGroup>(mine.group_id, mine.size, 0);
         for (Slot& slot : made->slots) slot.joined = true;
-        made->joined = made->alive = mine.size;
+        made->alive = mine.size;
       }
       child = made;
     }
