@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 TARGETS=(common_test pg_store_test pg_tcp_store_hardening_test pg_rendezvous_env_test
          collectives_reduce_test collectives_algorithms_test negotiate_check_test
          core_diagnostics_test core_handle_test core_work_on_complete_test
+         core_work_test core_blocking_call_test
          backend_direct_test gloo_direct_test
          mp_launch_test fault_mismatch_test
          pgrun mp_worker allreduce_demo fault_worker

@@ -26,7 +26,7 @@ std::chrono::milliseconds clamped(int64_t ms) {
 // Gloo's own failure path, used on purpose: when a wait on an unbound buffer times out,
 // the TCP transport fails every pair of the context (wakes all pending buffers with an
 // IoException, closes the sockets gracefully). A recv on this slot is never matched, so
-// waiting 1 ms on it trips that path. The slot is p2p_slot(2^63 - 1): that tag and the one
+// waiting 1 ms on it trips that path. The slot is header_slot(2^63 - 1): that tag and the one
 // below it (the probe's) are reserved.
 constexpr uint64_t kTripwireSlot = ~uint64_t{0};
 // A recv on a pair that has failed throws the pair's stored error at once: posting one on
