@@ -266,6 +266,9 @@ Status run_direct_blocking(GroupState& group, const Issued& op) {
 
 // A blocking call: direct when it can be, else as a work waited for here.
 Status run_blocking(GroupState& group, const OpArgs& args) {
+  // A call holds no reference to its group (lookup_group), and this one touches the group
+  // after its op completes, when a destroy on another thread may be about to free it.
+  const std::shared_ptr<GroupState> keep = group.shared_from_this();
   BlockingCall call(group);
   if (call.entered()) {
     Issued op;
