@@ -42,13 +42,8 @@ TEST_P(BlockingCall, DestroyOnAnotherThreadWaitsForIt) {
   });
 }
 
-#ifdef PGTEST_WITH_GLOO
-INSTANTIATE_TEST_SUITE_P(Backends, BlockingCall, ::testing::Values("gloo", "loopback"),
-                         [](const auto& info) { return std::string(info.param); });
-#else
-INSTANTIATE_TEST_SUITE_P(Backends, BlockingCall, ::testing::Values("loopback"),
-                         [](const auto& info) { return std::string(info.param); });
-#endif
+INSTANTIATE_TEST_SUITE_P(Backends, BlockingCall, PGTEST_THREAD_BACKENDS,
+                         [](const auto& test) { return std::string(test.param); });
 
 }  // namespace
 }  // namespace pgtest

@@ -15,6 +15,14 @@
 
 #include "procgroup/procgroup.h"
 
+// The in-process backends a parameterised test runs on: loopback, and gloo where the
+// build has it (thread_rank_backends() in CMakeLists.txt defines PGTEST_WITH_GLOO).
+#ifdef PGTEST_WITH_GLOO
+#define PGTEST_THREAD_BACKENDS ::testing::Values("loopback", "gloo")
+#else
+#define PGTEST_THREAD_BACKENDS ::testing::Values("loopback")
+#endif
+
 namespace pgtest {
 
 // A fresh directory under TMPDIR, removed on destruction.

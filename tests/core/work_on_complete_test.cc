@@ -114,13 +114,8 @@ TEST_P(OnComplete, AWorkNobodyWaitsForTimesOutIntoTheCallback) {
   }, options);
 }
 
-#ifdef PGTEST_WITH_GLOO
-INSTANTIATE_TEST_SUITE_P(Backends, OnComplete, ::testing::Values("loopback", "gloo"),
+INSTANTIATE_TEST_SUITE_P(Backends, OnComplete, PGTEST_THREAD_BACKENDS,
                          [](const auto& test) { return std::string(test.param); });
-#else
-INSTANTIATE_TEST_SUITE_P(Backends, OnComplete, ::testing::Values("loopback"),
-                         [](const auto& test) { return std::string(test.param); });
-#endif
 
 TEST(OnCompleteArguments, NullsAreRefusedByName) {
   EXPECT_EQ(pg_work_on_complete(nullptr, &record, nullptr), PG_ERR_INVALID_ARGUMENT);
