@@ -206,6 +206,10 @@ Status WorkState::wait(Deadline wait_deadline) {
 }
 
 Status WorkState::test_unfired() {
+  // Finished: status_ was written before done_'s release and never changes again. Read
+  // before the lock, which another thread may hold briefly even now (the runner checking
+  // earlier works, a notice from the backend): a finished work is never PG_PENDING.
+  if (done_.load(std::memory_order_acquire)) return status_;
   // A thread inside wait() holds the lock while it polls the backend (up to 100 ms a
   // slice): the work is still running then, and that waiter will finish it. test() must
   // not queue behind it (a torch future's completer thread waits while the user polls).
