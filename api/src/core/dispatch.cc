@@ -244,11 +244,7 @@ Status run_direct_blocking(GroupState& group, const Issued& op) {
     return status;
   }
   for (;;) {
-    const Millis slice = op.deadline.slice(Millis(100));
-    status = call_plugin(p.name, "work_wait", [&] {
-      return slice.count() == 0 ? p.ops->work_test(submitted.work)
-                                : p.ops->work_wait(submitted.work, slice.count());
-    });
+    status = poll_backend_work(p.name, *p.ops, submitted.work, op.deadline.slice(Millis(100)));
     if (status.code() != PG_PENDING) {
       if (!status.ok()) status = status.with_context(op.label.to_string());
       break;
@@ -270,16 +266,15 @@ Status run_blocking(GroupState& group, const OpArgs& args) {
   // after its op completes, when a destroy on another thread may be about to free it.
   const std::shared_ptr<GroupState> keep = group.shared_from_this();
   BlockingCall call(group);
+  std::shared_ptr<WorkState> work;
   if (call.entered()) {
     Issued op;
     PG_RETURN_IF_ERROR(issue(group, args, &op));
     if (op.direct) return run_direct_blocking(group, op);
-    std::shared_ptr<WorkState> work;
     PG_RETURN_IF_ERROR(submit_issued(group, op, &work));
-    return work->wait(Deadline::never());
+  } else {
+    PG_RETURN_IF_ERROR(submit_op(group, args, &work));  // a troubled group: this path says why
   }
-  std::shared_ptr<WorkState> work;  // a troubled group: this path says why
-  PG_RETURN_IF_ERROR(submit_op(group, args, &work));
   return work->wait(Deadline::never());
 }
 

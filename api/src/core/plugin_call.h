@@ -6,6 +6,7 @@
 #include <exception>
 #include <string_view>
 
+#include "common/deadline.h"
 #include "common/status.h"
 #include "core/host_services.h"
 
@@ -36,6 +37,15 @@ Status call_plugin(std::string_view backend, std::string_view entry, Call&& call
     return unexpected_plugin_status(code, backend, entry);
   if (code == PG_PENDING) return Status(code, "");
   return backend_failure(code, backend, entry);
+}
+
+// One look at a backend work: work_test for wait_for 0, else work_wait up to wait_for.
+// PG_PENDING while it runs; a failure carries the plugin's message.
+inline Status poll_backend_work(std::string_view backend, const pg_backend_ops_t& ops,
+                                pg_backend_work_t work, Millis wait_for) {
+  return call_plugin(backend, "work_wait", [&] {
+    return wait_for.count() == 0 ? ops.work_test(work) : ops.work_wait(work, wait_for.count());
+  });
 }
 
 }  // namespace procgroup::detail

@@ -183,10 +183,7 @@ const Status& WorkState::timeout_locked() {
 Status WorkState::poll_backend_locked(Millis wait_for) {
   const WorkState* outer = t_polling;
   t_polling = this;
-  Status status = call_plugin(backend_, "work_wait", [&] {
-    return wait_for.count() == 0 ? ops_->work_test(backend_work_)
-                                 : ops_->work_wait(backend_work_, wait_for.count());
-  });
+  Status status = poll_backend_work(backend_, *ops_, backend_work_, wait_for);
   t_polling = outer;
   if (status.code() == PG_PENDING) return status;
   if (!status.ok()) status = status.with_context(label_.to_string());
