@@ -128,10 +128,10 @@ Status UcxGroup::fetch_address(int peer) {
   const auto now = Clock::now();
   for (const Op* op = ops_; op != nullptr; op = op->next) {
     // Never more than the op's own timeout: its deadline may sit a few ms beyond it.
-    wait = std::min({wait, op_timeout(op->desc),
-                     std::max(std::chrono::milliseconds(1),
-                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  op->deadline - now))});
+    wait = std::min(
+        {wait, op_timeout(op->desc),
+         std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(op->deadline - now))});
   }
   if (const Status st = kit::Store(store_).get(address_key(peer), wait.count(), &addresses_[peer]);
       !st.ok()) {
@@ -276,11 +276,19 @@ void UcxGroup::shutdown() {
     }
   }
   shut_down_ = true;
+  const bool kept = (broken_ || !exited_idle_.empty()) && keep_failed_worker(worker_, context_);
+  if (kept) {
+    log(PG_LOG_DEBUG,
+        "a peer failed: this group's UCX worker is kept until the process exits "
+        "(UCX before 1.14 may assert when destroying it)");
+  }
   int held = 0;
   for (const auto& op : abandoned_) held += op->pending;
   if (held > 0) {
-    log(PG_LOG_INFO, std::to_string(held) + " UCX request(s) of abandoned operations never " +
-                         "completed (their peers failed or left); released with the worker");
+    log(PG_LOG_INFO,
+        std::to_string(held) + " UCX request(s) of abandoned operations never " +
+            "completed (their peers failed or left); " +
+            (kept ? "left, unprogressed, with the kept worker" : "released with the worker"));
   }
   worker_.reset();  // also releases requests UCX still held for abandoned ops
   if (reduce_dt_ != 0) ucp_dt_destroy(reduce_dt_);

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 namespace procgroup::ucx_backend {
 namespace {
@@ -119,6 +121,18 @@ void finish_requests(ucp_worker_h worker, std::vector<void*> requests, Clock::ti
     if (Clock::now() >= until) break;
   }
   for (void* request : requests) ucp_request_free(request);
+}
+
+bool keep_failed_worker(UcpWorker& worker, UcpContext& context) {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  if (major > 1 || (major == 1 && minor >= 14)) return false;
+  static std::mutex mu;
+  // Never freed, and reachable from here: a leak checker does not report them.
+  static auto* kept = new std::vector<std::pair<ucp_worker_h, ucp_context_h>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->emplace_back(worker.release(), context.release());
+  return true;
 }
 
 // ---- Waker -----------------------------------------------------------------------------

@@ -48,6 +48,13 @@ std::string worker_address(ucp_worker_h worker);
 // The fd that becomes readable when the armed worker has events; -1 on failure.
 int worker_event_fd(ucp_worker_h worker);
 
+// UCX before 1.14 asserts in ucp_worker_destroy (openucx/ucx#8175) when a wireup reply to
+// a peer that died is still queued, on an endpoint UCX opened itself when that peer
+// connected to us, so the plugin cannot close it first. After a failure the group hands
+// its worker and context here: kept, unreleased, until the process exits. False (and
+// nothing taken) where ucp_worker_destroy is safe.
+bool keep_failed_worker(UcpWorker& worker, UcpContext& context);
+
 // Starts closing ep (force: without flushing it); the request to wait for, or null.
 void* close_ep(ucp_ep_h ep, bool force);
 // Progresses the worker until every request completed or `until`, then frees them all (UCX
