@@ -8,6 +8,7 @@
 //   lines N            write N numbered lines to stdout, each in three write() calls, so that
 //                      a launcher passing bytes through unbuffered would interleave them
 //   nofile             print "nofile=N", N the soft RLIMIT_NOFILE this rank got
+//   cpus               print "cpus=LIST", this rank's Cpus_allowed_list from /proc/self/status
 //   exit CODE          exit now
 //   exit-if R CODE     exit now with CODE if this is rank R
 //   kill-if R SIG      raise SIG if this is rank R
@@ -163,6 +164,14 @@ int main(int argc, char** argv) {
       rlimit limit{};
       ::getrlimit(RLIMIT_NOFILE, &limit);
       write_fd(STDOUT_FILENO, "nofile=" + std::to_string(limit.rlim_cur) + "\n");
+    } else if (action == "cpus") {
+      std::ifstream status("/proc/self/status");
+      std::string line;
+      while (std::getline(status, line)) {
+        if (line.starts_with("Cpus_allowed_list:")) {
+          write_fd(STDOUT_FILENO, "cpus=" + line.substr(line.find_first_not_of(" \t", 18)) + "\n");
+        }
+      }
     } else if (action == "exit") {
       std::exit(std::stoi(arg(++i)));
     } else if (action == "exit-if") {

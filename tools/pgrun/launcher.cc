@@ -14,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "cpu_binding.h"
 #include "output_prefixer.h"
 #include "resources.h"
 #include "signal_fd.h"
@@ -142,6 +143,18 @@ void Supervisor::start_ranks() {
     return;
   }
 
+  CpuBinding binding;
+  if (options_.bind_to == BindMode::kCore) {
+    binding = plan_cpu_binding(options_.nproc_per_node);
+    if (!binding.error.empty()) {
+      say(binding.error);
+      exit_code_ = 1;
+      return;
+    }
+    say("note: --bind-to core: " +
+        describe_binding(binding, options_.node_rank * options_.nproc_per_node));
+  }
+
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     Rank& rank = ranks_[static_cast<std::size_t>(local)];
     rank.local_rank = local;
@@ -164,6 +177,7 @@ void Supervisor::start_ranks() {
     request.signal_mask = &signals_.original_mask();
     if (resources.child_nofile) request.nofile_limit = &*resources.child_nofile;
     if (local != 0 || !share_stdin) request.stdin_fd = dev_null.get();
+    if (!binding.sets.empty()) request.cpus = &binding.sets[static_cast<std::size_t>(local)];
 
     UniqueFd write_ends[2];
     if (options_.prefix_output) {

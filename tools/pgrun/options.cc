@@ -161,6 +161,14 @@ ParsedOptions parse_options(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "off"}))
       ->capture_default_str();
 
+  std::string bind_mode = "none";
+  app.add_option("--bind-to,--bind_to", bind_mode,
+                 "none: ranks run wherever the kernel puts them (torchrun's behaviour); core: "
+                 "each rank is bound to its own share of pgrun's CPUs (one core each with as "
+                 "many ranks as CPUs), like mpirun --bind-to core")
+      ->check(CLI::IsMember({"none", "core"}))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -172,6 +180,7 @@ ParsedOptions parse_options(int argc, char** argv) {
 
   if (port_option->count() > 0) options.master_port = master_port;
   options.store_token = token_mode == "off" ? StoreTokenMode::kOff : StoreTokenMode::kAuto;
+  options.bind_to = bind_mode == "core" ? BindMode::kCore : BindMode::kNone;
   if (standalone && options.nnodes != 1) {
     return usage_error("--standalone runs a single node, but --nnodes is " +
                        std::to_string(options.nnodes));

@@ -15,6 +15,9 @@ namespace procgroup::pgrun {
 
 // --store-token: auto generates a secret for a single-node job without one; off never does.
 enum class StoreTokenMode { kAuto, kOff };
+// --bind-to: none leaves ranks where the kernel puts them (as torchrun does); core binds each
+// to its own share of pgrun's CPUs (cpu_binding.h), as mpirun does by default.
+enum class BindMode { kNone, kCore };
 
 struct Options {
   int nproc_per_node = 1;
@@ -25,6 +28,7 @@ struct Options {
   bool prefix_output = true;
   double kill_grace_s = 5.0;
   StoreTokenMode store_token = StoreTokenMode::kAuto;
+  BindMode bind_to = BindMode::kNone;
   std::vector<std::string> command;  // the program, then its arguments
 };
 

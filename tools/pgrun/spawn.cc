@@ -64,6 +64,9 @@ std::string_view key_of(std::string_view entry) { return entry.substr(0, entry.f
   if (request.nofile_limit != nullptr && ::setrlimit(RLIMIT_NOFILE, request.nofile_limit) != 0) {
     fail(errno);
   }
+  if (request.cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), request.cpus) != 0) {
+    fail(errno);
+  }
   ::execvpe(argv[0], argv, envp);
   report_and_exit(report_fd, errno);
 }

@@ -10,6 +10,7 @@
 //   if (child.error != 0) report(strerror(child.error));
 #pragma once
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -27,6 +28,7 @@ struct SpawnRequest {
   int stdout_fd = -1;                     // -1: inherit pgrun's
   int stderr_fd = -1;                     // -1: inherit pgrun's
   const rlimit* nofile_limit = nullptr;   // the child's RLIMIT_NOFILE; nullptr: pgrun's
+  const cpu_set_t* cpus = nullptr;        // the child's CPU affinity; nullptr: pgrun's
 };
 
 struct SpawnResult {
