@@ -4,11 +4,13 @@
 # per size, the medians of both times and bus bandwidths, their ratio, and this machine's
 # memcpy and f32 reduce-into bandwidth at that size, measured in the same runs.
 #
-#   bench/scripts/compare_mpi.sh BACKEND [OP] [--mode MODE] [--runs N] [-- ARGS...]
+#   bench/scripts/compare_mpi.sh BACKEND [OP] [--mode MODE] [--bind B] [--runs N] [-- ARGS...]
 #
 # --mode is the same on both sides: blocking (the default; -z 1: each operation waited for
 # before the next is issued, MPI's blocking calls) or pipelined (-z 0: all -n operations
-# issued, then waited for; MPI's nonblocking calls, then MPI_Waitall). --runs N (default 3):
+# issued, then waited for; MPI's nonblocking calls, then MPI_Waitall). --bind is the same on
+# both sides too: core (the default, as mpirun binds 2 ranks; pgrun --bind-to core) or none
+# (mpirun --bind-to none, pgrun's default). --runs N (default 3):
 # runs per side; the table gives medians, ratio = median busbw procgroup / median busbw MPI,
 # and the range of the per-run ratios. ARGS replace the other default options of both tools
 # (-b 8 -e 256M -f 2 -n 20 -w 5); a -z or --blocking in them is refused, since the mode is
@@ -27,11 +29,13 @@ backend=$1; shift
 op=allreduce
 if [[ $# -gt 0 && $1 != -* ]]; then op=$1; shift; fi
 mode=blocking
+bind=core
 runs=3
 args=(-b 8 -e 256M -f 2 -n 20 -w 5)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --mode) [[ $# -ge 2 ]] || usage 2; mode=$2; shift 2 ;;
+    --bind) [[ $# -ge 2 ]] || usage 2; bind=$2; shift 2 ;;
     --runs) [[ $# -ge 2 ]] || usage 2; runs=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     --) shift; args=("$@"); break ;;
@@ -43,6 +47,8 @@ case "$mode" in
   pipelined) z=0 ;;
   *) echo "compare_mpi.sh: --mode is blocking or pipelined, not '$mode'" >&2; exit 2 ;;
 esac
+[[ $bind == core || $bind == none ]] ||
+  { echo "compare_mpi.sh: --bind is core or none, not '$bind'" >&2; exit 2; }
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "compare_mpi.sh: --runs takes a positive count" >&2; exit 2; }
 for a in "${args[@]}"; do
   if [[ $a == -z* || $a == --blocking* ]]; then
@@ -83,14 +89,14 @@ files=()
 for ((run = 1; run <= runs; ++run)); do
   base=$out/procgroup_$backend.$run
   echo "== $run/$runs procgroup $backend: $op, $RANKS ranks, $mode (-z $z)" >&2
-  PROCGROUP_BACKEND=$backend "$bin/pgrun" --no-prefix --nproc-per-node "$RANKS" "$bin/collbench" \
+  PROCGROUP_BACKEND=$backend "$bin/pgrun" --no-prefix --bind-to "$bind" --nproc-per-node "$RANKS" "$bin/collbench" \
     "$op" "${args[@]}" -z "$z" --csv "$base.csv" --json "$base.json" >"$base.txt"
   same_mode "$base.json"
   files+=(side=pg "run=$run" "$base.csv")
   base=$out/mpi.$run
   echo "== $run/$runs Open MPI: $op, $RANKS ranks, $mode (-z $z) ${MPI_ARGS:-}" >&2
   # shellcheck disable=SC2086  # MPI_ARGS is a list of options
-  mpirun --allow-run-as-root --oversubscribe -np "$RANKS" ${MPI_ARGS:-} "$bin/mpi_collbench" \
+  mpirun --allow-run-as-root --oversubscribe --bind-to "$bind" -np "$RANKS" ${MPI_ARGS:-} "$bin/mpi_collbench" \
     "$op" "${args[@]}" -z "$z" --reference --csv "$base.csv" --json "$base.json" >"$base.txt"
   same_mode "$base.json"
   files+=(side=mpi "run=$run" "$base.csv")
@@ -99,7 +105,7 @@ load_after=$(cut -d' ' -f1 /proc/loadavg)
 
 # Rows keyed by (size, dtype, redop); CSV columns: 5 size, 7 dtype, 8 redop, 10 time,
 # 12 busbw out of place, 16 busbw in place, 23 memcpy, 24 reduce_f32.
-awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v mode="$mode" \
+awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v mode="$mode" -v bind="$bind" \
   -v z="$z" -v before="$load_before" -v after="$load_after" -v mpi_args="${MPI_ARGS:-}" '
   function median(prefix, k,    n, i, j, v, x) {
     n = 0
@@ -117,7 +123,7 @@ awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v m
     if (side == "mpi" && $23 != "") { val["mc", k, run] = $23; val["rd", k, run] = $24 }
   }
   END {
-    printf "# %s, %d ranks, %s (-z %s) on both sides: procgroup (%s) against Open MPI%s\n", op, ranks, mode, z, backend, (mpi_args != "" ? " (" mpi_args ")" : "")
+    printf "# %s, %d ranks, %s (-z %s), bound to %s, on both sides: procgroup (%s) against Open MPI%s\n", op, ranks, mode, z, bind, backend, (mpi_args != "" ? " (" mpi_args ")" : "")
     printf "# medians of %d runs per side, alternating; ratio = median busbw procgroup / median busbw MPI (runs: min..max of the per-run ratios; ip: in place)\n", runs
     printf "# memcpy, reduce: this machine, f32 dst[i] += src[i] for reduce, size bytes, both ranks at once (mpi_collbench --reference, medians)\n"
     printf "# load average (1 min): %s before, %s after\n", before, after

@@ -190,5 +190,15 @@ TEST_F(InstalledScripts, CompareMpiRefusesMixedModes) {
   }
 }
 
+// Both sides are bound alike (--bind core or none); anything else is refused up front.
+TEST_F(InstalledScripts, CompareMpiRefusesAnUnknownBinding) {
+  const std::string script = "'" + (scripts() / "compare_mpi.sh").string() + "'";
+  const ProcessResult r = run(
+      {"/bin/sh", "-c", "cd '" + work_.str() + "' && BUILD_DIR= " + script + " gloo --bind socket"},
+      30);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--bind is core or none, not 'socket'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace procgroup::testing
