@@ -25,5 +25,6 @@ if command -v gnuplot >/dev/null; then
   examples/fashion_mnist/plot.sh "$out/main.png" "2 ranks=$out/main.csv"
 fi
 
-echo "== pgrun --nproc-per-node 2 collbench allreduce (backend: ${PROCGROUP_BACKEND:-default})"
-build/bin/pgrun --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 16M
+# Bound like mpirun's ranks, so a busy machine's other processes do not migrate onto them.
+echo "== pgrun --bind-to core --nproc-per-node 2 collbench allreduce (backend: ${PROCGROUP_BACKEND:-default})"
+build/bin/pgrun --bind-to core --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 16M

@@ -12,7 +12,8 @@
 # --memcpy draws a fixed memcpy line instead of measuring. BUILD_DIR is the build tree or
 # install prefix (default: the prefix this script is installed in,
 # <prefix>/share/procgroup/bench, else build); MPI_ARGS adds mpirun options (e.g. "--mca btl
-# self,tcp" to make MPI use TCP, as gloo does). Writes DIR/allreduce_<name>.csv, .json, .txt
+# self,tcp" to make MPI use TCP, as gloo does); BIND (core, the default, or none) binds the
+# ranks of every run alike (pgrun --bind-to, mpirun --bind-to). Writes DIR/allreduce_<name>.csv, .json, .txt
 # (the table), DIR/memcpy.csv (and reduce.csv when measured) and DIR/allreduce_busbw.png;
 # DIR defaults to BUILD_DIR/bench-results.
 set -euo pipefail
@@ -28,6 +29,9 @@ ranks=2
 with_mpi=1
 with_direct=1
 args=(-b 8 -e 256M -f 2 -n 20 -w 5 -d f32 -o sum -c 1 -z 1)
+bind=${BIND:-core}
+[[ $bind == core || $bind == none ]] ||
+  { echo "sweep_plot.sh: BIND is core or none, not '$bind'" >&2; exit 2; }
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "${1:-0}"; }
 
@@ -65,7 +69,7 @@ for backend in gloo ucx; do
   [[ -z $memcpy_gbps && -z $reference_csv ]] && extra+=(--reference)
   base=$out_dir/allreduce_$backend
   echo "== procgroup $backend: $ranks ranks" >&2
-  if ! PROCGROUP_BACKEND=$backend "$bin/pgrun" --no-prefix --nproc-per-node "$ranks" \
+  if ! PROCGROUP_BACKEND=$backend "$bin/pgrun" --no-prefix --bind-to "$bind" --nproc-per-node "$ranks" \
     "$bin/collbench" allreduce "${args[@]}" "${extra[@]}" --csv "$base.csv" --json "$base.json" \
     >"$base.txt"; then
     cat "$base.txt"
@@ -84,7 +88,7 @@ if [[ $with_mpi == 1 ]]; then
     base=$out_dir/allreduce_mpi
     echo "== Open MPI: $ranks ranks ${MPI_ARGS:-}" >&2
     # shellcheck disable=SC2086  # MPI_ARGS is a list of options
-    if mpirun --allow-run-as-root --oversubscribe -np "$ranks" ${MPI_ARGS:-} \
+    if mpirun --allow-run-as-root --oversubscribe --bind-to "$bind" -np "$ranks" ${MPI_ARGS:-} \
       "$bin/mpi_collbench" allreduce "${args[@]}" --csv "$base.csv" --json "$base.json" \
       >"$base.txt"; then
       lines+=("$base.csv|12|Open MPI${MPI_ARGS:+ ($MPI_ARGS)}")
