@@ -100,7 +100,7 @@ def split_words(text):
 
 def check_commands(path, text, tools, known, problems):
     """A flag after one of our programs' names belongs to it (pgrun's end where the program
-    it starts begins); a code span that is only flags (`--sync-bn`) is checked against every
+    it starts begins, anyone's at a bare `--`); a code span that is only flags (`--sync-bn`) is checked against every
     program's flags and the outside tools'."""
     for fenced, code, number in code_lines(text):
         words = split_words(code)
@@ -112,7 +112,8 @@ def check_commands(path, text, tools, known, problems):
             if name in tools:
                 tool, mentioned_tool = name, True
                 continue
-            if word in SHELL_BREAKS or re.match(r"^\d*>", word):
+            # A bare `--` ends the program's own options: what follows it passes through.
+            if word in SHELL_BREAKS or word == "--" or re.match(r"^\d*>", word):
                 tool = None
                 continue
             if tool is None:

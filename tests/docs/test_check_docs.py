@@ -53,6 +53,11 @@ class CheckDocs(unittest.TestCase):
         r = self.check(root, tool)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_flags_after_a_bare_double_dash_are_passed_on(self):
+        root, tool = self.tree("```sh\nbin/tool --epochs 2 -- -z 1 --other\n```\n", "")
+        r = self.check(root, tool)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_each_mismatch_is_named(self):
         root, tool = self.tree(
             "```sh\nbin/tool --epoch 2\n```\nRun `tool -z 1`; set `PROCGROUP_GONE`.\n",
