@@ -17,6 +17,23 @@ class AllreduceHook : public CommHook {
   }
 };
 
+class AllreduceAvgHook : public CommHook {
+ public:
+  std::string_view name() const override { return "allreduce_avg"; }
+  bool averages() const override { return true; }
+  std::unique_ptr<HookWork> start(const Group& group, const GradBucket& bucket) override {
+    const TensorRef& t = bucket.buffer;
+    ReduceOp op = ReduceOp::kAvg;
+    if (t.dtype == PG_DTYPE_F16 || t.dtype == PG_DTYPE_BF16) {
+      detail::divide_into(detail::Exec{t.device, bucket.cuda_stream}, t.data, t.data, t.numel,
+                          t.dtype, group.size());
+      op = ReduceOp::kSum;
+    }
+    const pg_buffer_t b = t.buffer(bucket.cuda_stream);
+    return std::make_unique<WorkHookWork>(group.run(pg_allreduce, nullptr, &b, op_options(op)));
+  }
+};
+
 // Owns the compressed copy (on the bucket's device) until the reduction finishes, then
 // writes it back, on the bucket's stream.
 class CompressedWork : public HookWork {
@@ -70,6 +87,7 @@ class CompressHook : public CommHook {
 
 }  // namespace
 
+std::shared_ptr<CommHook> allreduce_avg_hook() { return std::make_shared<AllreduceAvgHook>(); }
 std::shared_ptr<CommHook> allreduce_hook() { return std::make_shared<AllreduceHook>(); }
 std::shared_ptr<CommHook> fp16_compress_hook() {
   return std::make_shared<CompressHook>(PG_DTYPE_F16, "fp16_compress");

@@ -83,7 +83,7 @@ Reducer::Reducer(const Group& group, std::vector<Parameter> params, ReducerOptio
       device_(common_device(params_)),
       options_(std::move(options)),
       rebuild_pending_(options_.rebuild_buckets) {
-  if (!options_.comm_hook) options_.comm_hook = allreduce_hook();
+  if (!options_.comm_hook) options_.comm_hook = allreduce_avg_hook();
   const detail::ReducerConfig config{options_.first_bucket_bytes, options_.bucket_cap_bytes,
                                      std::string(options_.comm_hook->name())};
   const detail::LocalProblem problem = local_problem(params_, options_);

@@ -96,10 +96,12 @@ void Reducer::set_ready(size_t i, Mark mark) {
   const Parameter& p = params_[i];
   const Slot& s = slots_[i];
   Bucket& b = *buckets_[s.bucket];
-  // Divide before summing, while copying in; bucket views are divided at launch instead.
+  // Divide before summing, while copying in; bucket views are divided at launch instead,
+  // and a hook that averages gets the gradients as they are.
   if (!options_.gradient_as_bucket_view) {
+    const int divisor = options_.comm_hook->averages() ? 1 : world_size_;
     try {
-      detail::divide_into(exec(), b.at(s.offset), p.grad, p.numel, p.dtype, world_size_);
+      detail::divide_into(exec(), b.at(s.offset), p.grad, p.numel, p.dtype, divisor);
     } catch (const std::exception& e) {  // a CUDA failure: this rank cannot keep in step
       broken_ = e.what();
       throw;
@@ -120,7 +122,7 @@ void Reducer::launch_ready_buckets() {
     const GradBucket bucket{index, b.view(), b.spec.params, index + 1 == buckets_.size(),
                             options_.cuda_stream};
     try {
-      if (options_.gradient_as_bucket_view) {
+      if (options_.gradient_as_bucket_view && !options_.comm_hook->averages()) {
         detail::divide_into(exec(), b.at(0), b.at(0), b.spec.numel, b.spec.dtype, world_size_);
       }
       timeline_mark(*group_, "comm", index, PG_TIMELINE_BEGIN, b.spec.bytes);
@@ -194,8 +196,7 @@ void Reducer::finalize() {
     for (size_t i = 0; i < params_.size(); ++i) {
       const Parameter& p = params_[i];
       if (p.numel > 0) {
-        detail::copy(exec(), p.grad, buckets_[slots_[i].bucket]->at(slots_[i].offset),
-                     p.bytes());
+        detail::copy(exec(), p.grad, buckets_[slots_[i].bucket]->at(slots_[i].offset), p.bytes());
       }
     }
   }

@@ -13,19 +13,22 @@
 namespace procgroup::ddp::testing {
 namespace {
 
-// Reduces one 257-element f32 gradient per rank through `hook`; returns each rank's result.
+// Reduces one 257-element f32 gradient per rank through `hook` (null: the Reducer's default),
+// copied into the bucket or in it (view); returns each rank's result.
 std::vector<std::vector<float>> reduce_with(std::shared_ptr<CommHook> hook, int world,
-                                            float (*value)(int rank, size_t i)) {
+                                            float (*value)(int rank, size_t i), bool view = false) {
   std::vector<std::vector<float>> got(world);
   run_ranks(world, [&](Group& group, int rank) {
     FloatParams p({257});
     ReducerOptions o;
-    o.comm_hook = hook ? hook : allreduce_hook();
+    o.comm_hook = hook;
+    o.gradient_as_bucket_view = view;
     Reducer reducer(group, p.parameters(), o);
-    for (size_t i = 0; i < 257; ++i) p.grads[0][i] = value(rank, i);
+    float* grad = view ? reducer.grad_as<float>(0).data() : p.grads[0].data();
+    for (size_t i = 0; i < 257; ++i) grad[i] = value(rank, i);
     reducer.mark_grad_ready(0);
     reducer.finalize();
-    got[rank] = p.grads[0];
+    got[rank].assign(grad, grad + 257);
   });
   for (int r = 0; r < world; ++r) {
     if (got[r].size() != 257) {
@@ -53,6 +56,28 @@ void check_compression(std::shared_ptr<CommHook> hook, double relative) {
     for (int r = 1; r < kWorld; ++r) EXPECT_EQ(got[r][i], got[0][i]) << "rank " << r;
   }
   EXPECT_GT(inexact, 100u) << "the hook did not compress";
+}
+
+// The default hook leaves the division to the allreduce (PG_REDUCE_AVG): at 2 ranks exactly
+// what dividing first gives, at 3 the mean within the roundings of a sum and a divide, with
+// the gradients copied into the bucket or living in it.
+TEST(DdpReducerHooks, TheDefaultHookAveragesInTheAllreduce) {
+  EXPECT_EQ(allreduce_avg_hook()->name(), "allreduce_avg");
+  EXPECT_TRUE(allreduce_avg_hook()->averages());
+  EXPECT_FALSE(allreduce_hook()->averages());
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view ? "bucket view" : "copied");
+    EXPECT_EQ(reduce_with(nullptr, 2, irregular, view),
+              reduce_with(allreduce_hook(), 2, irregular, view));
+    const auto got = reduce_with(nullptr, 3, irregular, view);
+    for (size_t i = 0; i < 257; ++i) {
+      double mean = 0;
+      for (int r = 0; r < 3; ++r) mean += irregular(r, i) / 3.0;
+      EXPECT_NEAR(got[0][i], mean, 4 * std::ldexp(1.0, -24) * (1.0 + static_cast<double>(i) / 16))
+          << i;
+      for (int r = 1; r < 3; ++r) EXPECT_EQ(got[r][i], got[0][i]) << "rank " << r;
+    }
+  }
 }
 
 // Three roundings of at most half an ulp each, plus the sum's: 2^-11 and 2^-8 per rounding.
