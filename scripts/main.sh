@@ -25,6 +25,9 @@ if command -v gnuplot >/dev/null; then
   examples/fashion_mnist/plot.sh "$out/main.png" "2 ranks=$out/main.csv"
 fi
 
-# Bound like mpirun's ranks, so a busy machine's other processes do not migrate onto them.
-echo "== pgrun --bind-to core --nproc-per-node 2 collbench allreduce (backend: ${PROCGROUP_BACKEND:-default})"
-build/bin/pgrun --bind-to core --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 16M
+# ucx ranks bound like mpirun's, so a busy machine's other processes do not migrate onto
+# them; gloo ranks unbound (Gloo's busy TCP loop thread would take the rank's own core).
+bind=none
+[[ ${PROCGROUP_BACKEND:-ucx} == ucx && -f build/lib/procgroup/libprocgroup-ucx.so ]] && bind=core
+echo "== pgrun --bind-to $bind --nproc-per-node 2 collbench allreduce (backend: ${PROCGROUP_BACKEND:-default})"
+build/bin/pgrun --bind-to "$bind" --nproc-per-node 2 build/bin/collbench allreduce -b 8 -e 16M
