@@ -61,7 +61,7 @@ struct ReducerOptions {
   bool rebuild_buckets = true;
   // Broadcast parameter values from rank 0 at construction (as PyTorch DDP does).
   bool broadcast_parameters = true;
-  // Null: allreduce_hook().
+  // Null: allreduce_avg_hook() (averages in the allreduce; comm_hook.h).
   std::shared_ptr<CommHook> comm_hook;
   // CUDA parameters: the stream (cudaStream_t) backward produces gradients on; NULL is the
   // legacy default stream. Copies into buckets, the 1/world_size division, compression,
