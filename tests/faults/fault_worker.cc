@@ -10,7 +10,8 @@
 //   fault_worker large      [--victim R] [--mib N]   victim dies during an N MiB allreduce
 //   fault_worker between    [--victim R]      victim dies after a completed collective
 //   fault_worker stop       [--victim R]      victim SIGSTOPs itself before a collective
-//   fault_worker healthy [--iters N]          no fault: N checked allreduces must succeed
+//   fault_worker healthy [--iters N] [--cut-file PATH]  no fault: N checked allreduces must
+//                                             succeed; with PATH, halfway they wait for it
 //   fault_worker p2p-mismatch [--victim R] [--op smaller|larger]  rank 0 sends 1000 floats,
 //                                             the victim posts a receive of 500 (or 2000)
 //   fault_worker coll-mismatch [--victim R] [--op NAME]  the victim passes another count
@@ -275,6 +276,13 @@ int run_args_mismatch(const Args& a, pg_group_t g, int rank) {
   return finish(g, check_later_call(g, rank));
 }
 
+// Waits (up to 60 s) until the test creates path.
+void wait_for_file(const std::string& path) {
+  for (int i = 0; i < 600 && access(path.c_str(), F_OK) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 // Collectives whose results show every rank took part, then the link is cut (the test
 // creates cut_file once it has) and the next allreduce must fail within two timeouts.
 int run_multihost(const Args& a, pg_group_t g, int rank, int size) {
@@ -292,9 +300,7 @@ int run_multihost(const Args& a, pg_group_t g, int rank, int size) {
   if (!good) return finish(g, kUnexpected);
   const std::string checked = a.cut_file + ".checked." + std::to_string(rank);
   if (FILE* f = std::fopen(checked.c_str(), "w")) std::fclose(f);
-  for (int i = 0; i < 600 && access(a.cut_file.c_str(), F_OK) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  wait_for_file(a.cut_file);
   const int64_t start = now_ms();
   st = pg_allreduce(g, nullptr, &b, nullptr, nullptr);
   report("RESULT", rank, "allreduce", st, start);
@@ -343,6 +349,7 @@ int run(const Args& a) {
   }
   if (a.scenario == "healthy") {
     for (int i = 0; i < a.iters && st == PG_OK; ++i) {
+      if (i == a.iters / 2 && !a.cut_file.empty()) wait_for_file(a.cut_file);
       std::vector<int32_t> v(1024, rank + i);
       pg_buffer_t b = pg_buffer_cpu(v.data(), v.size(), PG_DTYPE_I32);
       st = pg_allreduce(g, nullptr, &b, nullptr, nullptr);

@@ -4,6 +4,7 @@
 //
 //   StoreFlood flood("127.0.0.1", port, 4);   // starts at once, retries until the store is up
 //   ... run the job ...
+//   flood.rejected();                         // hostile frames answered so far
 //   StoreFlood::Counts c = flood.stop();      // how much hostility was delivered
 #pragma once
 
@@ -27,6 +28,7 @@ class StoreFlood {
     uint64_t rejected = 0;     // closed by the store with an ERROR first
   };
   Counts stop();
+  uint64_t rejected() const { return rejected_.load(); }  // so far
 
  private:
   void attack(int kind);
