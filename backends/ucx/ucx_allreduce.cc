@@ -2,6 +2,7 @@
 // allgather (see ucx_algorithms.h).
 #include <algorithm>
 #include <bit>
+#include <coroutine>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -180,6 +181,56 @@ Task run_ring(Op& op, Ring ring) {
   co_return co_await sends;
 }
 
+// ---- Through shared-memory windows ---------------------------------------------------------
+
+// Waits until no earlier collective of the group uses the windows.
+struct ShmTurn {
+  Op& op;
+  bool await_ready() { return op.group->shm().try_take(); }
+  void await_suspend(std::coroutine_handle<> h) { op.group->shm().queue(&op, h); }
+  void await_resume() const noexcept {}
+};
+
+// Holds the turn until the algorithm ends, then hands it to the next collective queued.
+struct ShmHold {
+  UcxGroup* group;
+  explicit ShmHold(UcxGroup* g) : group(g) {}
+  ShmHold(const ShmHold&) = delete;
+  ShmHold& operator=(const ShmHold&) = delete;
+  ~ShmHold() {
+    group->shm().give_back(
+        [g = group](Op* op, std::coroutine_handle<> h) { g->resume_later(op, h); });
+  }
+};
+
+// Every rank tells every other that it reached `step` of this collective, and hears the
+// same. With counts: each message carries the sender's element count (theirs[peer]).
+void post_handshake(Io& io, const Op& op, uint64_t step, const uint64_t* mine = nullptr,
+                    uint64_t* theirs = nullptr) {
+  static constexpr uint64_t kNothing[1] = {};
+  static uint64_t sink[1];
+  const size_t bytes = mine != nullptr ? sizeof(uint64_t) : 0;
+  for (int i = 1; i < op.size; ++i) {
+    const int peer = (op.rank + i) % op.size;
+    io.recv(peer, theirs != nullptr ? theirs + peer : sink, bytes, step);
+    io.send(peer, mine != nullptr ? mine : kNothing, bytes, step);
+  }
+}
+
+// A peer that passed another count: the handshake's messages are all alike in size, so
+// the counts they carry are compared (the 16-bit fingerprint misses 1 in 32).
+Status check_counts(const Op& op, const uint64_t* theirs) {
+  for (int j = 0; j < op.size; ++j) {
+    if (j == op.rank || theirs[j] == op.plan.n) continue;
+    return Status::error(PG_ERR_MISMATCH, "recv of " + std::to_string(op.plan.bytes()) +
+                                              " bytes from rank " + std::to_string(j) + ": rank " +
+                                              std::to_string(j) + " sent " +
+                                              std::to_string(theirs[j] * op.es()) +
+                                              " bytes (the ranks passed different counts)");
+  }
+  return {};
+}
+
 }  // namespace
 
 // ---- Recursive doubling (small messages) --------------------------------------------------
@@ -269,6 +320,59 @@ Task allreduce_ring(Op& op) {
         {op.plan.in + blocks.off(b) * es, op.plan.out + blocks.off(b) * es, blocks.len(b)});
   }
   co_return co_await run_ring(op, std::move(ring));
+}
+
+// Per chunk: every rank copies its contribution to the others' blocks into its window;
+// after a handshake, rank r reduces block r from its input and every peer's window into
+// its output, and puts the result into its window; after a second handshake every rank
+// copies the others' results. Each block is reduced once: all ranks get the same bits.
+Task allreduce_shared(Op& op) {
+  ShmWindows& windows = op.group->shm();
+  ShmTurn turn{op};
+  co_await turn;
+  const ShmHold hold{op.group};
+  const int p = op.size, r = op.rank;
+  const size_t es = op.es();
+  const uint64_t per_chunk = std::max<uint64_t>(1, windows.half_bytes() / es);
+  auto* counts = reinterpret_cast<uint64_t*>(op.scratch(sizeof(uint64_t) * (p + 1)));
+  counts[p] = op.plan.n;  // ours, as sent
+  uint64_t step = 0;
+  for (uint64_t first = 0; first < op.plan.n; first += per_chunk) {
+    const Blocks blocks{std::min(per_chunk, op.plan.n - first), p};
+    const std::byte* in = op.plan.in + first * es;
+    std::byte* out = op.plan.out + first * es;
+    const uint64_t chunk = windows.next_chunk();
+    std::byte* mine = windows.mine(chunk);
+    auto at = [&](int b) { return blocks.off(b) * es; };
+    for (int b = 0; b < p; ++b) {
+      if (b != r) std::memcpy(mine + at(b), in + at(b), blocks.len(b) * es);
+    }
+    Io filled(op);
+    if (step == 0) {
+      post_handshake(filled, op, step++, &counts[p], counts);
+    } else {
+      post_handshake(filled, op, step++);
+    }
+    PG_KIT_CO_TRY(co_await filled);
+    if (step == 1) PG_KIT_CO_TRY(check_counts(op, counts));
+    // Ours first, then the peers' in rank order (in place, out aliases our input block).
+    const uint64_t n = blocks.len(r);
+    const std::byte* acc = in + at(r);
+    for (int j = 0; j < p; ++j) {
+      if (j == r) continue;
+      PG_KIT_CO_TRY(op.combine(out + at(r), acc, windows.peer(j, chunk) + at(r), n));
+      acc = out + at(r);
+    }
+    PG_KIT_CO_TRY(op.finish_avg(out + at(r), n));
+    std::memcpy(mine + at(r), out + at(r), n * es);
+    Io reduced(op);
+    post_handshake(reduced, op, step++);
+    PG_KIT_CO_TRY(co_await reduced);
+    for (int b = 0; b < p; ++b) {
+      if (b != r) std::memcpy(out + at(b), windows.peer(b, chunk) + at(b), blocks.len(b) * es);
+    }
+  }
+  co_return Status{};
 }
 
 Task reduce_scatter_ring(Op& op) {

@@ -28,6 +28,10 @@ std::string address_key(int rank) { return "ucx/addr/" + std::to_string(rank); }
 //   9-22 GB/s for memcpy, while rendezvous through the FIFOs (copies through a cache-resident
 //   ring) ran 2-3x faster for 4-64 MiB allreduces. xpmem/knem, where installed, stay in.
 constexpr const char* kLocalTransports = "^tcp,cma";
+
+// Larger one-host groups make no shared-memory windows: each chunk's handshake is
+// all-to-all, and every rank maps every peer's window.
+constexpr int kMaxShmRanks = 8;
 }  // namespace
 
 UcxGroup::UcxGroup(const pg_backend_group_config_t& config, const pg_host_services_t* host)
@@ -91,7 +95,26 @@ Status UcxGroup::connect() {
   }
   post_control_recv();
   last_activity_ = Clock::now();
-  return size_ <= tuning_.connect_all_max ? greet_peers() : Status{};
+  if (size_ > tuning_.connect_all_max) return {};
+  PG_KIT_TRY(greet_peers());
+  return open_windows();
+}
+
+// Large allreduces of one-host groups read their peers' data in place (ucx_shm.h).
+Status UcxGroup::open_windows() {
+  if (!one_host_ || size_ < 2 || size_ > kMaxShmRanks || tuning_.shm_chunk == 0) return {};
+  std::string why_not;
+  const Status st = shm_.open(
+      context_.get(), kit::Store(store_), rank_, size_, tuning_.shm_chunk,
+      [this](int peer) { return eps_[peer]; }, timeout_, &why_not);
+  if (!st.ok()) {
+    return store_failure(st.code, "exchanging shared-memory windows",
+                         "a peer never published its shared-memory window");
+  }
+  log(PG_LOG_DEBUG, shm_.ready() ? "shared-memory windows of 2 x " +
+                                       std::to_string(tuning_.shm_chunk) + " bytes mapped"
+                                 : "no shared-memory windows: " + why_not);
+  return {};
 }
 
 // Every rank tells every peer it is connected and waits to hear the same from all: no rank
@@ -266,6 +289,7 @@ void UcxGroup::shutdown() {
     }
     if (!broken_)
       notify_peers(kControlGoodbye, PG_OK, "");  // goodbye: our endpoints closing is no failure
+    shm_.close(context_.get());                  // before the endpoints its rkeys were unpacked on
     close_endpoints(broken_, Clock::now() + kCloseLimit);
     if (control_request_ != nullptr) {
       ucp_request_cancel(worker_.get(), control_request_);

@@ -45,6 +45,7 @@
 #include "ucx_algorithms.h"
 #include "ucx_op.h"
 #include "ucx_resources.h"
+#include "ucx_shm.h"
 #include "ucx_work.h"
 
 namespace procgroup::ucx_backend {
@@ -78,6 +79,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
 
   // ---- For Io and algorithms (the mutex is held) ----
   const Tuning& tuning() const { return tuning_; }
+  ShmWindows& shm() { return shm_; }
   ucp_worker_h worker() const { return worker_.get(); }
   ucp_datatype_t reduce_datatype() const { return reduce_dt_; }
   // The endpoint to peer, connected on first use (receives connect too, so a failing peer
@@ -95,6 +97,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   UcxGroup(const pg_backend_group_config_t& config, const pg_host_services_t* host);
   Status connect();
   Status greet_peers();
+  Status open_windows();
   Status connect_peer(int peer);
   Status fetch_address(int peer);  // into addresses_[peer]
   // The op's own timeout (clamped), else the group's.
@@ -185,6 +188,9 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   std::vector<int> exited_;  // watched peers whose process ended, not yet handled
   // Peers that ended without a goodbye while nothing ran here: the next operation fails.
   std::vector<int> exited_idle_;
+
+  // Shared-memory windows (one-host groups; declared before the ops that may use them).
+  ShmWindows shm_;
 
   // Running operations and their scheduling.
   Op* ops_ = nullptr;

@@ -52,6 +52,7 @@ Tuning Tuning::from_env() {
   if (is(a, "rd")) t.allreduce = Allreduce::kRecursiveDoubling;
   if (is(a, "rabenseifner")) t.allreduce = Allreduce::kRabenseifner;
   if (is(a, "ring")) t.allreduce = Allreduce::kRing;
+  if (is(a, "shm")) t.allreduce = Allreduce::kShared;
   for (auto [name, tree] : {std::pair{"PROCGROUP_UCX_BROADCAST", &t.broadcast},
                             std::pair{"PROCGROUP_UCX_REDUCE", &t.reduce}}) {
     const char* v = env(name);
@@ -67,6 +68,8 @@ Tuning Tuning::from_env() {
   read_number<size_t>("PROCGROUP_UCX_TREE_MAX_BYTES", 0, kBig, &t.tree_max);
   read_number<size_t>("PROCGROUP_UCX_BRUCK_MAX_BYTES", 0, kBig, &t.bruck_max);
   read_number<size_t>("PROCGROUP_UCX_CHUNK_BYTES", 1, kBig, &t.chunk_bytes);
+  read_number<size_t>("PROCGROUP_UCX_SHM_MIN_BYTES", 0, kBig, &t.shm_min);
+  read_number<size_t>("PROCGROUP_UCX_SHM_CHUNK_BYTES", 0, size_t{1} << 30, &t.shm_chunk);
   read_number<int>("PROCGROUP_UCX_WINDOW", 1, 64, &t.window);
   read_number<int64_t>("PROCGROUP_UCX_SPIN_US", 0, 10'000'000, &t.spin_us);
   read_number<int>("PROCGROUP_UCX_CONNECT_ALL_MAX", 0, 1 << 22, &t.connect_all_max);
@@ -88,8 +91,12 @@ static Task make_data_task(Op& op) {
   switch (kind) {
     case PG_OP_ALLREDUCE: {
       Tuning::Allreduce a = t.allreduce;
+      const bool shared = op.group->shm().ready();
+      if (a == Tuning::Allreduce::kShared && !shared) a = Tuning::Allreduce::kAuto;
       if (a == Tuning::Allreduce::kAuto) {
-        if (bytes <= t.rd_max || plan.n < static_cast<uint64_t>(op.size)) {
+        if (shared && bytes >= t.shm_min && plan.n >= static_cast<uint64_t>(op.size)) {
+          a = Tuning::Allreduce::kShared;
+        } else if (bytes <= t.rd_max || plan.n < static_cast<uint64_t>(op.size)) {
           a = Tuning::Allreduce::kRecursiveDoubling;
         } else if (op.size > 2 && bytes < t.ring_min) {
           a = Tuning::Allreduce::kRabenseifner;
@@ -99,6 +106,7 @@ static Task make_data_task(Op& op) {
       }
       if (a == Tuning::Allreduce::kRecursiveDoubling) return allreduce_recursive_doubling(op);
       if (a == Tuning::Allreduce::kRabenseifner) return allreduce_rabenseifner(op);
+      if (a == Tuning::Allreduce::kShared) return allreduce_shared(op);
       return allreduce_ring(op);
     }
     case PG_OP_BROADCAST: return by_chain(t.broadcast) ? chain(op) : broadcast_binomial(op);

@@ -54,7 +54,7 @@ TEST_P(ReduceOpDiffers, EveryRankFails) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(UcxArguments, ReduceOpDiffers, ::testing::Values("rd", "ring"));
+INSTANTIATE_TEST_SUITE_P(UcxArguments, ReduceOpDiffers, ::testing::Values("rd", "ring", "shm"));
 
 TEST(UcxArguments, DtypeDiffersAtTheSameSize) {
   run_world(2, {}, [](RankEnv& env) {

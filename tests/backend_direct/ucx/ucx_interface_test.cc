@@ -192,13 +192,14 @@ TEST_P(OlderCoreKernels, SameResults) {
     pg_buffer_t all = cpu(both.data(), both.size(), PG_DTYPE_F32);
     env.expect_status(env.run(make_op(PG_OP_ALLGATHER, z, all)), PG_OK, "allgather");
     // Bits, not values: +0 and -0 compare equal as floats.
-    env.expect(std::memcmp(both.data(), both.data() + kCount,  // NOLINT(bugprone-suspicious-memory-comparison)
+    env.expect(std::memcmp(both.data(),
+                           both.data() + kCount,  // NOLINT(bugprone-suspicious-memory-comparison)
                            kCount * sizeof(float)) == 0,
                "both ranks hold the same bits after min");
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(UcxKernels, OlderCoreKernels, ::testing::Values("rd", "ring"));
+INSTANTIATE_TEST_SUITE_P(UcxKernels, OlderCoreKernels, ::testing::Values("rd", "ring", "shm"));
 
 // UCX hands a fused receive its data in fragments of any size, at any byte offset and
 // (for some protocols) in any order: elements cut between fragments must come out right.

@@ -55,6 +55,9 @@ const Algo kAlgos[] = {
     {"AllreduceRecursiveDoubling", PG_OP_ALLREDUCE, {{"PROCGROUP_UCX_ALLREDUCE", "rd"}}},
     {"AllreduceRabenseifner", PG_OP_ALLREDUCE, {{"PROCGROUP_UCX_ALLREDUCE", "rabenseifner"}}},
     {"AllreduceRing", PG_OP_ALLREDUCE, with(kPipelines, "PROCGROUP_UCX_ALLREDUCE", "ring")},
+    {"AllreduceShared",
+     PG_OP_ALLREDUCE,
+     {{"PROCGROUP_UCX_ALLREDUCE", "shm"}, {"PROCGROUP_UCX_SHM_CHUNK_BYTES", "48"}}},
     {"BroadcastBinomial", PG_OP_BROADCAST, {{"PROCGROUP_UCX_BROADCAST", "binomial"}}},
     {"BroadcastChain", PG_OP_BROADCAST, with(kPipelines, "PROCGROUP_UCX_BROADCAST", "chain")},
     {"ReduceBinomial", PG_OP_REDUCE, {{"PROCGROUP_UCX_REDUCE", "binomial"}}, 0},  // 1 is a leaf

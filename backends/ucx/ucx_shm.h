@@ -1,0 +1,83 @@
+// ucx_shm.h — shared-memory windows between the ranks of a one-host group, so that a
+// collective reads its peers' data in place instead of passing it through UCX's FIFOs
+// (allreduce_shared in ucx_allreduce.cc).
+//
+//   ShmWindows w;
+//   st = w.open(context, store, rank, size, half_bytes, endpoint_of);  // collective
+//   if (w.ready()) { ... w.mine(chunk) ... w.peer(j, chunk) ... }
+//   w.close(context);                                                  // group_destroy
+//
+// Every rank allocates one window through UCX (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: a
+// System V or POSIX shared-memory segment), publishes its address and packed rkey in the
+// group's store, and maps every peer's with ucp_rkey_ptr. A second store round agrees: the
+// windows are used only if every rank mapped every peer's, so all ranks choose the same
+// algorithms. A window has two halves; consecutive chunks (counted across collectives)
+// alternate between them, so a rank may fill one half while its peers still read the other.
+// One collective at a time uses the windows: ShmTurn queues the others in submission order.
+#ifndef PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
+#define PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "procgroup/backend_kit/store.hpp"
+#include "ucx_status.h"
+
+namespace procgroup::ucx_backend {
+
+struct Op;
+
+class ShmWindows {
+ public:
+  ShmWindows() = default;
+  ShmWindows(const ShmWindows&) = delete;
+  ShmWindows& operator=(const ShmWindows&) = delete;
+
+  // Collective over the group's store. An error is the store's (a peer never published);
+  // a window that cannot be made or mapped only leaves ready() false, on every rank.
+  Status open(ucp_context_h context, const kit::Store& store, int rank, int size, size_t half_bytes,
+              const std::function<ucp_ep_h(int)>& endpoint_of, std::chrono::milliseconds timeout,
+              std::string* why_not);
+  void close(ucp_context_h context);
+  bool ready() const { return ready_; }
+  size_t half_bytes() const { return half_; }
+
+  // The next chunk's number (the same on every rank: collectives run in the same order).
+  uint64_t next_chunk() { return chunks_++; }
+  std::byte* mine(uint64_t chunk) const { return half(base_[rank_], chunk); }
+  const std::byte* peer(int rank, uint64_t chunk) const { return half(base_[rank], chunk); }
+
+  // The windows' turn: co_await ShmTurn{...} in a coroutine, then Lease until it ends.
+  bool try_take() { return !std::exchange(busy_, true); }
+  void queue(Op* op, std::coroutine_handle<> h) { waiting_.emplace_back(op, h); }
+  // The next queued op gets the turn through resume(op, h); none: the windows are free.
+  // Nothing after close() (an abandoned op's coroutine frame may end during shutdown).
+  void give_back(const std::function<void(Op*, std::coroutine_handle<>)>& resume);
+
+ private:
+  std::byte* half(std::byte* base, uint64_t chunk) const { return base + (chunk % 2) * half_; }
+
+  bool ready_ = false;
+  bool closed_ = false;
+  int rank_ = 0;
+  size_t half_ = 0;
+  ucp_mem_h memh_ = nullptr;
+  std::vector<std::byte*> base_;  // every rank's window, mapped here
+  std::vector<ucp_rkey_h> rkeys_;
+  uint64_t chunks_ = 0;
+  bool busy_ = false;
+  std::deque<std::pair<Op*, std::coroutine_handle<>>> waiting_;
+};
+
+}  // namespace procgroup::ucx_backend
+
+#endif  // PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
