@@ -21,7 +21,7 @@ namespace procgroup::ucx_backend {
 struct Op;
 
 struct Tuning {
-  enum class Allreduce { kAuto, kRecursiveDoubling, kRabenseifner, kRing, kShared };
+  enum class Allreduce { kAuto, kRecursiveDoubling, kRabenseifner, kRing, kShared, kSharedSmall };
   enum class Tree { kAuto, kBinomial, kChain };
   enum class Allgather { kAuto, kBruck, kRing };
   Allreduce allreduce = Allreduce::kAuto;
@@ -34,7 +34,8 @@ struct Tuning {
   size_t bruck_max = 64 << 10;
   size_t chunk_bytes = 1 << 20;
   // One-host groups: allreduces from shm_min bytes go through shared-memory windows
-  // (ucx_shm.h) in chunks of shm_chunk bytes; shm_chunk 0 makes no windows.
+  // (ucx_shm.h) in chunks of shm_chunk bytes, smaller ones through its slots; shm_chunk 0
+  // makes no windows.
   size_t shm_min = 16 << 10;
   size_t shm_chunk = 2 << 20;
   int window = 4;          // chunks in flight per pipeline
@@ -53,7 +54,8 @@ Task make_task(Op& op);
 Task allreduce_recursive_doubling(Op& op);
 Task allreduce_rabenseifner(Op& op);
 Task allreduce_ring(Op& op);
-Task allreduce_shared(Op& op);  // through the group's ShmWindows (ready() only)
+Task allreduce_shared(Op& op);        // through the group's ShmWindows (ready() only)
+Task allreduce_shared_small(Op& op);  // through their slots (up to ShmWindows::kSlotBytes)
 Task reduce_scatter_ring(Op& op);
 Task allgather_ring(Op& op);
 

@@ -217,16 +217,54 @@ void post_handshake(Io& io, const Op& op, uint64_t step, const uint64_t* mine = 
   }
 }
 
+// "recv of 4000 bytes from rank 1: rank 1 sent 6000 bytes (...)": the message Io gives a
+// receive of another size, for a peer whose count came in a handshake or slot header.
+Status count_mismatch(const Op& op, int peer, uint64_t their_count) {
+  std::string text = "recv of ";
+  text += std::to_string(op.plan.bytes());
+  text += " bytes from rank ";
+  text += std::to_string(peer);
+  text += ": rank ";
+  text += std::to_string(peer);
+  text += " sent ";
+  text += std::to_string(their_count * op.es());
+  text += " bytes (the ranks passed different counts)";
+  return Status::error(PG_ERR_MISMATCH, text);
+}
+
 // A peer that passed another count: the handshake's messages are all alike in size, so
 // the counts they carry are compared (the 16-bit fingerprint misses 1 in 32).
 Status check_counts(const Op& op, const uint64_t* theirs) {
   for (int j = 0; j < op.size; ++j) {
-    if (j == op.rank || theirs[j] == op.plan.n) continue;
-    return Status::error(PG_ERR_MISMATCH, "recv of " + std::to_string(op.plan.bytes()) +
-                                              " bytes from rank " + std::to_string(j) + ": rank " +
-                                              std::to_string(j) + " sent " +
-                                              std::to_string(theirs[j] * op.es()) +
-                                              " bytes (the ranks passed different counts)");
+    if (j != op.rank && theirs[j] != op.plan.n) return count_mismatch(op, j, theirs[j]);
+  }
+  return {};
+}
+
+// Waits until every peer posted its slot for `seq`; fails if the group broke meanwhile.
+struct ShmArrival {
+  Op& op;
+  uint64_t seq;
+  bool await_ready() const { return op.group->shm().all_posted(seq); }
+  void await_suspend(std::coroutine_handle<> h) { op.group->shm().arrival = {&op, h, seq}; }
+  Status await_resume() const {
+    if (op.group->shm().all_posted(seq)) return {};
+    return Status::error(PG_ERR_ABORTED, "stopped waiting for the peers' shared-memory slots");
+  }
+};
+
+// A peer's slot from a call with other arguments.
+Status check_slots(const Op& op, const ShmWindows& windows, uint64_t seq) {
+  for (int j = 0; j < op.size; ++j) {
+    const ShmWindows::SlotHeader* h = windows.header(j, seq);
+    if (j == op.rank || (h->count == op.plan.n && h->fingerprint == op.fingerprint)) continue;
+    const std::string args = differences(h->fingerprint, op.fingerprint);
+    if (args.empty()) return count_mismatch(op, j, h->count);
+    std::string text = "rank " + std::to_string(j);
+    text += " called this operation with other arguments (";
+    text += args;
+    text += ")";
+    return Status::error(PG_ERR_MISMATCH, text);
   }
   return {};
 }
@@ -339,7 +377,7 @@ Task allreduce_shared(Op& op) {
   uint64_t step = 0;
   for (uint64_t first = 0; first < op.plan.n; first += per_chunk) {
     const Blocks blocks{std::min(per_chunk, op.plan.n - first), p};
-    const std::byte* in = op.plan.in + first * es;
+    const std::byte* in = (op.plan.in_place ? op.plan.out : op.plan.in) + first * es;
     std::byte* out = op.plan.out + first * es;
     const uint64_t chunk = windows.next_chunk();
     std::byte* mine = windows.mine(chunk);
@@ -373,6 +411,31 @@ Task allreduce_shared(Op& op) {
     }
   }
   co_return Status{};
+}
+
+// Small messages: every rank posts its data in its slot, then reduces every rank's slot
+// in rank order itself (the same bits everywhere), in one round of shared-memory signals.
+Task allreduce_shared_small(Op& op) {
+  ShmWindows& windows = op.group->shm();
+  ShmTurn turn{op};
+  co_await turn;
+  const ShmHold hold{op.group};
+  const uint64_t seq = windows.next_seq();
+  ShmWindows::SlotHeader* mine = windows.header(op.rank, seq);
+  const std::byte* in = op.plan.in_place ? op.plan.out : op.plan.in;  // the plan says where
+  std::memcpy(windows.data(op.rank, seq), in, op.plan.bytes());
+  mine->count = op.plan.n;
+  mine->fingerprint = op.fingerprint;
+  windows.publish(seq);
+  ShmArrival arrival{op, seq};
+  PG_KIT_CO_TRY(co_await arrival);
+  PG_KIT_CO_TRY(check_slots(op, windows, seq));
+  std::byte* out = op.plan.out;
+  for (int j = 1; j < op.size; ++j) {
+    const std::byte* acc = j == 1 ? windows.data(0, seq) : out;
+    PG_KIT_CO_TRY(op.combine(out, acc, windows.data(j, seq), op.plan.n));
+  }
+  co_return op.finish_avg(out, op.plan.n);
 }
 
 Task reduce_scatter_ring(Op& op) {

@@ -157,6 +157,7 @@ void UcxGroup::check_deadlines(Clock::time_point now) {
     for (const Io* io = op->ios; io != nullptr && peer < 0; io = io->next) {
       peer = io->first_waited_peer();
     }
+    if (peer < 0 && shm_.arrival.op == op) peer = shm_.first_missing(shm_.arrival.seq);
     const int64_t ms = op->desc.timeout_ms > 0 ? op->desc.timeout_ms : timeout_.count();
     std::string what = op_label(op->desc) + " timed out after " + std::to_string(ms) + " ms" +
                        (peer >= 0 ? " waiting for rank " + std::to_string(peer) : "");
@@ -207,6 +208,10 @@ void UcxGroup::break_group(pg_status_t code, const std::string& reason, bool tel
   if (tell_peers) notify_peers(kControlNotice, code, reason);
   for (Op* op = ops_; op != nullptr; op = op->next) {
     for (Io* io = op->ios; io != nullptr; io = io->next) io->cancel_receives(worker_.get());
+  }
+  if (shm_.arrival.op != nullptr) {  // it waits for peers' slots: it fails as it resumes
+    resume_later(shm_.arrival.op, shm_.arrival.handle);
+    shm_.arrival = {};
   }
   if (err_mode_ == UCP_ERR_HANDLING_MODE_PEER) {
     // Forced closing completes every send still queued on an endpoint (with an error).

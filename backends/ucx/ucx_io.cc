@@ -21,26 +21,6 @@ std::string describe(bool is_recv, size_t bytes, int peer) {
          (is_recv ? "from" : "to") + " rank " + std::to_string(peer);
 }
 
-// "dtype i32 where this rank passed f32, reduce op max where this rank passed sum": the
-// fields of two fingerprints that differ, but for root and count ("" when only they do).
-std::string differences(uint16_t theirs, uint16_t mine) {
-  const OpFingerprint::Fields t = OpFingerprint{theirs}.fields();
-  const OpFingerprint::Fields m = OpFingerprint{mine}.fields();
-  std::string text;
-  auto add = [&](const std::string& what, const char* got, const char* want) {
-    text += (text.empty() ? "" : ", ") + what + " " + got + " where this rank passed " + want;
-  };
-  if (t.op != m.op) add("operation", op_name(pg_op_t(t.op)), op_name(pg_op_t(m.op)));
-  if (t.dtype != m.dtype) {
-    add("dtype", kit::dtype_name(pg_dtype_t(t.dtype)), kit::dtype_name(pg_dtype_t(m.dtype)));
-  }
-  if (t.reduce_op != m.reduce_op && t.op == m.op) {
-    add("reduce op", kit::reduce_op_name(pg_reduce_op_t(t.reduce_op)),
-        kit::reduce_op_name(pg_reduce_op_t(m.reduce_op)));
-  }
-  return text;
-}
-
 // Whether the sender of a completed receive passed other arguments: the bits of its tag
 // this rank's receive did not match on.
 bool other_arguments(const RequestSlot& slot, uint64_t sender_tag) {
@@ -105,6 +85,26 @@ Status outcome(const RequestSlot& slot, ucs_status_t status, uint64_t length, ui
 }
 
 }  // namespace
+
+// (ucx_io.h) "dtype i32 where this rank passed f32, reduce op max where this rank passed sum": the
+// fields of two fingerprints that differ, but for root and count ("" when only they do).
+std::string differences(uint16_t theirs, uint16_t mine) {
+  const OpFingerprint::Fields t = OpFingerprint{theirs}.fields();
+  const OpFingerprint::Fields m = OpFingerprint{mine}.fields();
+  std::string text;
+  auto add = [&](const std::string& what, const char* got, const char* want) {
+    text += (text.empty() ? "" : ", ") + what + " " + got + " where this rank passed " + want;
+  };
+  if (t.op != m.op) add("operation", op_name(pg_op_t(t.op)), op_name(pg_op_t(m.op)));
+  if (t.dtype != m.dtype) {
+    add("dtype", kit::dtype_name(pg_dtype_t(t.dtype)), kit::dtype_name(pg_dtype_t(m.dtype)));
+  }
+  if (t.reduce_op != m.reduce_op && t.op == m.op) {
+    add("reduce op", kit::reduce_op_name(pg_reduce_op_t(t.reduce_op)),
+        kit::reduce_op_name(pg_reduce_op_t(m.reduce_op)));
+  }
+  return text;
+}
 
 Io::~Io() {
   if (head_ == nullptr) return;

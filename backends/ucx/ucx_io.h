@@ -20,6 +20,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "ucx_op.h"
 #include "ucx_recv_reduce.h"
@@ -28,6 +29,10 @@
 namespace procgroup::ucx_backend {
 
 class Io;
+
+// "dtype i32 where this rank passed f32": what differs between two OpFingerprints, but for
+// root and count ("" when only they do).
+std::string differences(uint16_t theirs, uint16_t mine);
 
 // Which bits of the sender's tag a receive checks itself (ucx_tags.h).
 enum class Check : uint8_t {

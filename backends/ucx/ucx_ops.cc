@@ -53,6 +53,7 @@ Tuning Tuning::from_env() {
   if (is(a, "rabenseifner")) t.allreduce = Allreduce::kRabenseifner;
   if (is(a, "ring")) t.allreduce = Allreduce::kRing;
   if (is(a, "shm")) t.allreduce = Allreduce::kShared;
+  if (is(a, "shm_small")) t.allreduce = Allreduce::kSharedSmall;
   for (auto [name, tree] : {std::pair{"PROCGROUP_UCX_BROADCAST", &t.broadcast},
                             std::pair{"PROCGROUP_UCX_REDUCE", &t.reduce}}) {
     const char* v = env(name);
@@ -92,10 +93,16 @@ static Task make_data_task(Op& op) {
     case PG_OP_ALLREDUCE: {
       Tuning::Allreduce a = t.allreduce;
       const bool shared = op.group->shm().ready();
-      if (a == Tuning::Allreduce::kShared && !shared) a = Tuning::Allreduce::kAuto;
+      const bool fits_slot = bytes <= ShmWindows::kSlotBytes;
+      if ((a == Tuning::Allreduce::kShared && !shared) ||
+          (a == Tuning::Allreduce::kSharedSmall && !(shared && fits_slot))) {
+        a = Tuning::Allreduce::kAuto;
+      }
       if (a == Tuning::Allreduce::kAuto) {
         if (shared && bytes >= t.shm_min && plan.n >= static_cast<uint64_t>(op.size)) {
           a = Tuning::Allreduce::kShared;
+        } else if (shared && fits_slot) {
+          a = Tuning::Allreduce::kSharedSmall;
         } else if (bytes <= t.rd_max || plan.n < static_cast<uint64_t>(op.size)) {
           a = Tuning::Allreduce::kRecursiveDoubling;
         } else if (op.size > 2 && bytes < t.ring_min) {
@@ -107,6 +114,7 @@ static Task make_data_task(Op& op) {
       if (a == Tuning::Allreduce::kRecursiveDoubling) return allreduce_recursive_doubling(op);
       if (a == Tuning::Allreduce::kRabenseifner) return allreduce_rabenseifner(op);
       if (a == Tuning::Allreduce::kShared) return allreduce_shared(op);
+      if (a == Tuning::Allreduce::kSharedSmall) return allreduce_shared_small(op);
       return allreduce_ring(op);
     }
     case PG_OP_BROADCAST: return by_chain(t.broadcast) ? chain(op) : broadcast_binomial(op);

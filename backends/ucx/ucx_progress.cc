@@ -36,6 +36,10 @@ constexpr int64_t kMinSpinUs = 2;
 
 bool UcxGroup::poll_once() {
   bool any = ucp_worker_progress(worker_.get()) != 0;
+  if (shm_.arrival.op != nullptr && shm_.all_posted(shm_.arrival.seq)) {
+    resume_later(shm_.arrival.op, shm_.arrival.handle);
+    shm_.arrival = {};
+  }
   if (!ready_.empty()) {
     any = true;
     run_ready();
@@ -157,7 +161,8 @@ bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
     // UCX may hold sends queued for room in a peer's shared-memory FIFO, and room freeing
     // up signals nobody: while sends are outstanding keep polling a while longer, then
     // nap briefly instead of sleeping until an event.
-    const bool sending = sends_outstanding_ > 0;
+    // Peers' shared-memory slots (ucx_shm.h) signal nobody either.
+    const bool sending = sends_outstanding_ > 0 || shm_.arrival.op != nullptr;
     if (idle < spin_for || (sending && idle < kSendingSpin)) {
       lock.unlock();
       // After a while, now and then let a peer that shares our core run (yielding at every

@@ -1,6 +1,7 @@
 // Shared-memory windows of a one-host group (see ucx_shm.h).
 #include "ucx_shm.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace procgroup::ucx_backend {
@@ -50,9 +51,11 @@ Status ShmWindows::open(ucp_context_h context, const kit::Store& store, int rank
                         std::chrono::milliseconds timeout, std::string* why_not) {
   rank_ = rank;
   half_ = half_bytes;
+  slots_at_ = (2 * half_bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
   base_.assign(size, nullptr);
   rkeys_.assign(size, nullptr);
-  const std::string blob = make_window(context, 2 * half_bytes, &memh_, &base_[rank], why_not);
+  const std::string blob =
+      make_window(context, slots_at_ + 2 * kSlotStride, &memh_, &base_[rank], why_not);
   PG_KIT_TRY(store.set(key("shm", rank), blob));
   bool mapped = !blob.empty();
   std::string value;
@@ -95,10 +98,24 @@ Status ShmWindows::open(ucp_context_h context, const kit::Store& store, int rank
   return {};
 }
 
+void ShmWindows::publish(uint64_t seq) const {
+  std::atomic_ref<uint64_t>(header(rank_, seq)->seq).store(seq, std::memory_order_release);
+}
+
+int ShmWindows::first_missing(uint64_t seq) const {
+  for (int j = 0; j < static_cast<int>(base_.size()); ++j) {
+    if (j == rank_) continue;
+    const auto posted = std::atomic_ref<uint64_t>(header(j, seq)->seq);
+    if (posted.load(std::memory_order_acquire) != seq) return j;
+  }
+  return -1;
+}
+
 void ShmWindows::close(ucp_context_h context) {
   closed_ = true;
   ready_ = false;
   waiting_.clear();
+  arrival = {};
   for (ucp_rkey_h& rkey : rkeys_) {
     if (rkey != nullptr) ucp_rkey_destroy(rkey);
     rkey = nullptr;

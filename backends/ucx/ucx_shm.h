@@ -13,6 +13,9 @@
 // windows are used only if every rank mapped every peer's, so all ranks choose the same
 // algorithms. A window has two halves; consecutive chunks (counted across collectives)
 // alternate between them, so a rank may fill one half while its peers still read the other.
+// After the halves, two slots for small messages: a rank posts its data in one with the
+// collective's sequence number, written last, and reads its peers' once their number is
+// there (alternating slots: a peer can be one collective ahead, never two).
 // One collective at a time uses the windows: ShmTurn queues the others in submission order.
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
@@ -56,6 +59,31 @@ class ShmWindows {
   std::byte* mine(uint64_t chunk) const { return half(base_[rank_], chunk); }
   const std::byte* peer(int rank, uint64_t chunk) const { return half(base_[rank], chunk); }
 
+  // Small messages (up to kSlotBytes): sequence numbers start at 1 (windows start zeroed).
+  static constexpr size_t kSlotBytes = 16 << 10;
+  struct SlotHeader {
+    uint64_t seq;  // written last (release), read first (acquire)
+    uint64_t count;
+    uint16_t fingerprint;
+  };
+  uint64_t next_seq() { return ++seqs_; }
+  SlotHeader* header(int rank, uint64_t seq) const {
+    return reinterpret_cast<SlotHeader*>(base_[rank] + slots_at_ + (seq % 2) * kSlotStride);
+  }
+  std::byte* data(int rank, uint64_t seq) const {
+    return reinterpret_cast<std::byte*>(header(rank, seq)) + kHeaderBytes;
+  }
+  void publish(uint64_t seq) const;
+  bool all_posted(uint64_t seq) const { return first_missing(seq) < 0; }
+  int first_missing(uint64_t seq) const;  // the first peer whose slot lacks seq, or -1
+  // The op waiting for its peers' slots (one at a time: the turn), resumed by the poller.
+  struct Arrival {
+    Op* op = nullptr;
+    std::coroutine_handle<> handle;
+    uint64_t seq = 0;
+  };
+  Arrival arrival;
+
   // The windows' turn: co_await ShmTurn{...} in a coroutine, then Lease until it ends.
   bool try_take() { return !std::exchange(busy_, true); }
   void queue(Op* op, std::coroutine_handle<> h) { waiting_.emplace_back(op, h); }
@@ -64,16 +92,20 @@ class ShmWindows {
   void give_back(const std::function<void(Op*, std::coroutine_handle<>)>& resume);
 
  private:
+  static constexpr size_t kHeaderBytes = 64;  // a cache line: the data starts on the next
+  static constexpr size_t kSlotStride = kHeaderBytes + kSlotBytes;
   std::byte* half(std::byte* base, uint64_t chunk) const { return base + (chunk % 2) * half_; }
 
   bool ready_ = false;
   bool closed_ = false;
   int rank_ = 0;
   size_t half_ = 0;
+  size_t slots_at_ = 0;  // after the halves, on a cache line
   ucp_mem_h memh_ = nullptr;
   std::vector<std::byte*> base_;  // every rank's window, mapped here
   std::vector<ucp_rkey_h> rkeys_;
   uint64_t chunks_ = 0;
+  uint64_t seqs_ = 0;
   bool busy_ = false;
   std::deque<std::pair<Op*, std::coroutine_handle<>>> waiting_;
 };

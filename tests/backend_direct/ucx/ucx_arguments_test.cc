@@ -46,7 +46,7 @@ TEST_P(ReduceOpDiffers, EveryRankFails) {
   WorldOptions options;
   options.env = {{"PROCGROUP_UCX_ALLREDUCE", GetParam()}, {"PROCGROUP_UCX_CHUNK_BYTES", "4096"}};
   run_world(2, options, [](RankEnv& env) {
-    std::vector<float> x(1 << 14, static_cast<float>(env.rank + 1));
+    std::vector<float> x(1 << 12, static_cast<float>(env.rank + 1));  // 16 KiB: fits a slot
     OpArgs a;
     a.reduce_op = env.rank == 0 ? PG_REDUCE_SUM : PG_REDUCE_MAX;
     pg_buffer_t b = cpu(x.data(), x.size(), PG_DTYPE_F32);
@@ -54,7 +54,8 @@ TEST_P(ReduceOpDiffers, EveryRankFails) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(UcxArguments, ReduceOpDiffers, ::testing::Values("rd", "ring", "shm"));
+INSTANTIATE_TEST_SUITE_P(UcxArguments, ReduceOpDiffers,
+                         ::testing::Values("rd", "ring", "shm", "shm_small"));
 
 TEST(UcxArguments, DtypeDiffersAtTheSameSize) {
   run_world(2, {}, [](RankEnv& env) {

@@ -173,7 +173,7 @@ TEST_P(OlderCoreKernels, SameResults) {
   WorldOptions options;
   options.env = {{"PROCGROUP_UCX_ALLREDUCE", GetParam()}, {"PROCGROUP_UCX_CHUNK_BYTES", "4096"}};
   plugin_harness::run_world(plugin, 2, options, [](RankEnv& env) {
-    constexpr size_t kCount = 5003;
+    constexpr size_t kCount = 4003;  // 16012 bytes: fits a shared-memory slot
     std::vector<float> x(kCount), zeros(kCount, env.rank == 0 ? -0.0f : 0.0f);
     for (size_t i = 0; i < kCount; ++i) x[i] = static_cast<float>((i % 13) * (env.rank + 1));
     OpArgs avg;
@@ -199,7 +199,8 @@ TEST_P(OlderCoreKernels, SameResults) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(UcxKernels, OlderCoreKernels, ::testing::Values("rd", "ring", "shm"));
+INSTANTIATE_TEST_SUITE_P(UcxKernels, OlderCoreKernels,
+                         ::testing::Values("rd", "ring", "shm", "shm_small"));
 
 // UCX hands a fused receive its data in fragments of any size, at any byte offset and
 // (for some protocols) in any order: elements cut between fragments must come out right.

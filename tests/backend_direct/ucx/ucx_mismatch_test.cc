@@ -58,6 +58,7 @@ const Algo kAlgos[] = {
     {"AllreduceShared",
      PG_OP_ALLREDUCE,
      {{"PROCGROUP_UCX_ALLREDUCE", "shm"}, {"PROCGROUP_UCX_SHM_CHUNK_BYTES", "48"}}},
+    {"AllreduceSharedSmall", PG_OP_ALLREDUCE, {{"PROCGROUP_UCX_ALLREDUCE", "shm_small"}}},
     {"BroadcastBinomial", PG_OP_BROADCAST, {{"PROCGROUP_UCX_BROADCAST", "binomial"}}},
     {"BroadcastChain", PG_OP_BROADCAST, with(kPipelines, "PROCGROUP_UCX_BROADCAST", "chain")},
     {"ReduceBinomial", PG_OP_REDUCE, {{"PROCGROUP_UCX_REDUCE", "binomial"}}, 0},  // 1 is a leaf
