@@ -22,6 +22,7 @@
 //                                             then, once PATH exists, one more allreduce
 //   --survive-sigterm: ignore pgrun's SIGTERM (it sends SIGKILL after --kill-grace)
 //   --debug-rank R: rank R alone sets PROCGROUP_DEBUG=detail before creating its group
+//   --late-ms M: args-mismatch: rank 0 enters the operation M ms after the others
 //   --other-backend R NAME: rank R alone uses backend NAME
 //
 // Exit codes: 0 success (healthy), 3 the expected error was seen, 1 anything unexpected.
@@ -52,6 +53,7 @@ struct Args {
   int iters = 1;
   bool survive_sigterm = false;
   int debug_rank = -1;
+  int late_ms = 0;
   int other_backend_rank = -1;
   std::string other_backend;
 };
@@ -240,6 +242,7 @@ int run_args_mismatch(const Args& a, pg_group_t g, int rank) {
   std::vector<float> big(victim ? 1500 : 1000, 1.0f);
   pg_buffer_t b = pg_buffer_cpu(f, 4, PG_DTYPE_F32);
   pg_op_options_t o = PG_OP_OPTIONS_INIT;
+  if (rank == 0 && a.late_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.late_ms));
   const int64_t start = now_ms();
   pg_status_t st;
   if (a.op == "reduce_op") {
@@ -324,6 +327,7 @@ Args parse(int argc, char** argv) {
     if (k == "--cut-file") a.cut_file = v;
     if (k == "--iters") a.iters = std::atoi(v);
     if (k == "--debug-rank") a.debug_rank = std::atoi(v);
+    if (k == "--late-ms") a.late_ms = std::atoi(v);
     if (k == "--other-backend" && i + 2 < argc) {
       a.other_backend_rank = std::atoi(v);
       a.other_backend = argv[i + 2];

@@ -195,6 +195,23 @@ INSTANTIATE_TEST_SUITE_P(AlwaysOnUcx, ArgsMismatch,
                          ::testing::Values("reduce_op", "dtype", "root", "bcast_count",
                                            "p2p_dtype"));
 
+// Gloo finds a dtype mismatch only at the timeout, by the hang report. When one rank times
+// out first, Gloo closes its connections and the other sees a lost peer before its own
+// timeout: it still publishes its state, so the first rank's report names the mismatch.
+TEST(HangReportMismatch, ARankThatLostThePeerStillTellsTheRankThatTimedOut) {
+  FaultRun run = run_pair("gloo", {"args-mismatch", "--victim", "1", "--op", "dtype", "--late-ms",
+                                   "700", "--survive-sigterm"});
+  SCOPED_TRACE(run.log());
+  expect_no_crash(run, 2);
+  const WorkerLine* first = run.find("RESULT", 1);  // entered 700 ms earlier: times out first
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->field("status"), "PG_ERR_MISMATCH") << first->msg;
+  EXPECT_NE(first->msg.find("different arguments"), std::string::npos) << first->msg;
+  const WorkerLine* late = run.find("RESULT", 0);
+  ASSERT_NE(late, nullptr);
+  EXPECT_NE(late->field("status"), "PG_OK");
+}
+
 // PROCGROUP_DEBUG=detail on one rank only: every collective would wait for a fingerprint
 // exchange the other rank never joins. Group creation compares the setting instead.
 class SettingsMismatch : public ::testing::TestWithParam<std::string> {};

@@ -207,32 +207,53 @@ std::string rank_list(const std::vector<int>& r) {
   return fmt::format("ranks {} ({})", format_ranks(r), r.size());
 }
 
+namespace {
+
+// A plain client (never rank 0's server) with a short timeout; the caller's store as is.
+Result<std::shared_ptr<Store>> report_store(const HangContext& c) {
+  if (c.user_store) return c.user_store;
+  StoreConfig config = c.store;
+  config.rank = 1;
+  config.timeout = kReportStoreTimeout;
+  return open_store(config);
+}
+
+// Puts "<rank> <state>" into the next numbered slot.
+Status publish(Store& store, const HangContext& c, const std::string& state) {
+  const std::string report = fmt::format("{} {}", c.rank, state);
+  auto slot = store.add(count_key(c), 1);
+  return slot.ok() ? store.set(slot_key(c, *slot), Bytes(report.begin(), report.end()))
+                   : slot.status();
+}
+
+bool has_store(const HangContext& c) {
+  return c.size > 1 && (c.user_store || c.store.url.rfind("memory:", 0) != 0);
+}
+
+}  // namespace
+
+void publish_hang_state(const HangContext& c, const FlightRecorder& recorder) {
+  if (!has_store(c)) return;
+  Result<std::shared_ptr<Store>> store = report_store(c);
+  if (!store.ok()) return;
+  const Status published = publish(**store, c, encode_state(recorder.progress()));
+  if (!published.ok()) log(kLogDebug, "hang", "state not published: {}", published.to_string());
+}
+
 HangFindings report_hang(const HangContext& c, const FlightRecorder& recorder) {
   std::string trace = fmt::format("group '{}' rank {} of {}: the last operations:\n{}", c.group_id,
                                   c.rank, c.size, recorder.format());
   log_line(kLogError, "hang", trace);
   write_trace_file(c, trace);
-  if (c.size <= 1 || (!c.user_store && c.store.url.rfind("memory:", 0) == 0)) return {};
+  if (!has_store(c)) return {};
 
-  // A plain client (never rank 0's server) with a short timeout; the caller's store as is.
-  Result<std::shared_ptr<Store>> store = c.user_store;
-  if (!c.user_store) {
-    StoreConfig config = c.store;
-    config.rank = 1;
-    config.timeout = kReportStoreTimeout;
-    store = open_store(config);
-  }
+  Result<std::shared_ptr<Store>> store = report_store(c);
   if (!store.ok()) {
     log(kLogWarn, "hang", "no summary: store unreachable: {}", store.status().to_string());
     return {"", store_host_silent(c)};
   }
   const std::string mine = encode_state(recorder.progress());
-  const std::string report = fmt::format("{} {}", c.rank, mine);
-  auto slot = (*store)->add(count_key(c), 1);
-  Status published = slot.ok()
-                         ? (*store)->set(slot_key(c, *slot), Bytes(report.begin(), report.end()))
-                         : slot.status();
-  if (!published.ok()) {
+  if (Status published = publish(**store, c, mine); !published.ok()) {
     log(kLogWarn, "hang", "no summary: {}", published.to_string());
     return {};
   }

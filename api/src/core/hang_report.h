@@ -19,9 +19,9 @@ struct HangContext {
   std::string group_id;
   int rank = 0;
   int size = 1;
-  StoreConfig store;       // how to reach the job's store (url, token)
+  StoreConfig store;                  // how to reach the job's store (url, token)
   std::shared_ptr<Store> user_store;  // the caller's store, used as it is when set
-  std::string trace_dir;   // empty: no file
+  std::string trace_dir;              // empty: no file
 };
 
 struct HangFindings {
@@ -34,6 +34,12 @@ struct HangFindings {
 };
 
 HangFindings report_hang(const HangContext& context, const FlightRecorder& recorder);
+
+// Only this rank's state to the store, for a peer's report: no log, no waiting. For a rank
+// whose first failure is a lost peer, which may be a peer that timed out first (Gloo
+// closes a timed-out rank's connections, so the others see a lost peer before their own
+// timeout, and that peer's report would otherwise never hear from them).
+void publish_hang_state(const HangContext& context, const FlightRecorder& recorder);
 
 // "0-2, 5": ranks as ranges; after 8 ranges, "... and 37 more", so a message stays short
 // at any world size.
