@@ -10,6 +10,7 @@
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_ALGORITHMS_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_ALGORITHMS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -19,6 +20,18 @@
 namespace procgroup::ucx_backend {
 
 struct Op;
+
+// Collectives' blocks (ucx_allreduce.cc, ucx_shm_allreduce.cc): count elements split over `parts`
+// blocks, the first count % parts one element longer.
+struct Blocks {
+  uint64_t count;
+  int parts;
+  uint64_t off(int b) const {
+    const uint64_t base = count / parts, extra = count % parts;
+    return b * base + std::min<uint64_t>(b, extra);
+  }
+  uint64_t len(int b) const { return count / parts + (static_cast<uint64_t>(b) < count % parts); }
+};
 
 struct Tuning {
   enum class Allreduce { kAuto, kRecursiveDoubling, kRabenseifner, kRing, kShared, kSharedSmall };
@@ -54,8 +67,6 @@ Task make_task(Op& op);
 Task allreduce_recursive_doubling(Op& op);
 Task allreduce_rabenseifner(Op& op);
 Task allreduce_ring(Op& op);
-Task allreduce_shared(Op& op);        // through the group's ShmWindows (ready() only)
-Task allreduce_shared_small(Op& op);  // through their slots (up to ShmWindows::kSlotBytes)
 Task reduce_scatter_ring(Op& op);
 Task allgather_ring(Op& op);
 
@@ -70,6 +81,11 @@ Task gather_scatter_linear(Op& op);
 // A rank that wrongly thinks it is the root sends its data where the root expects a
 // confirmation: both fail with PG_ERR_MISMATCH. Costs the root one message latency.
 Task confirmed_by_receivers(Op& op, Task inner);
+
+// ucx_shm_allreduce.cc: through the group's ShmWindows (ready() only); small: their slots
+// (up to ShmWindows::kSlotBytes)
+Task allreduce_shared(Op& op);
+Task allreduce_shared_small(Op& op);
 
 // ucx_exchange.cc
 Task allgather_bruck(Op& op);

@@ -80,6 +80,7 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   // ---- For Io and algorithms (the mutex is held) ----
   const Tuning& tuning() const { return tuning_; }
   ShmWindows& shm() { return shm_; }
+  bool broken() const { return broken_; }
   ucp_worker_h worker() const { return worker_.get(); }
   ucp_datatype_t reduce_datatype() const { return reduce_dt_; }
   // The endpoint to peer, connected on first use (receives connect too, so a failing peer

@@ -1,0 +1,188 @@
+// Allreduce through a one-host group's shared-memory windows and their slots (ucx_shm.h;
+// see ucx_algorithms.h).
+#include <coroutine>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "ucx_algorithms.h"
+#include "ucx_group.h"
+#include "ucx_io.h"
+#include "ucx_op.h"
+
+namespace procgroup::ucx_backend {
+namespace {
+
+// Waits until no earlier collective of the group uses the windows. A group that broke
+// meanwhile fails the op here (a peer's slots or handshakes would never come).
+struct ShmTurn {
+  Op& op;
+  bool await_ready() { return op.group->shm().try_take(); }
+  void await_suspend(std::coroutine_handle<> h) { op.group->shm().queue(&op, h); }
+  Status await_resume() const {
+    if (!op.group->broken()) return {};
+    return Status::error(PG_ERR_ABORTED, "the group failed before its turn for the windows");
+  }
+};
+
+// Holds the turn until the algorithm ends, then hands it to the next collective queued.
+struct ShmHold {
+  UcxGroup* group;
+  explicit ShmHold(UcxGroup* g) : group(g) {}
+  ShmHold(const ShmHold&) = delete;
+  ShmHold& operator=(const ShmHold&) = delete;
+  ~ShmHold() {
+    group->shm().give_back(
+        [g = group](Op* op, std::coroutine_handle<> h) { g->resume_later(op, h); });
+  }
+};
+
+// Every rank tells every other that it reached `step` of this collective, and hears the
+// same. With counts: each message carries the sender's element count (theirs[peer]).
+void post_handshake(Io& io, const Op& op, uint64_t step, const uint64_t* mine = nullptr,
+                    uint64_t* theirs = nullptr) {
+  static constexpr uint64_t kNothing[1] = {};
+  static uint64_t sink[1];
+  const size_t bytes = mine != nullptr ? sizeof(uint64_t) : 0;
+  for (int i = 1; i < op.size; ++i) {
+    const int peer = (op.rank + i) % op.size;
+    io.recv(peer, theirs != nullptr ? theirs + peer : sink, bytes, step);
+    io.send(peer, mine != nullptr ? mine : kNothing, bytes, step);
+  }
+}
+
+// "recv of 4000 bytes from rank 1: rank 1 sent 6000 bytes (...)": the message Io gives a
+// receive of another size, for a peer whose count came in a handshake or slot header.
+Status count_mismatch(const Op& op, int peer, uint64_t their_count) {
+  std::string text = "recv of ";
+  text += std::to_string(op.plan.bytes());
+  text += " bytes from rank ";
+  text += std::to_string(peer);
+  text += ": rank ";
+  text += std::to_string(peer);
+  text += " sent ";
+  text += std::to_string(their_count * op.es());
+  text += " bytes (the ranks passed different counts)";
+  return Status::error(PG_ERR_MISMATCH, text);
+}
+
+// A peer that passed another count: the handshake's messages are all alike in size, so
+// the counts they carry are compared (the 16-bit fingerprint misses 1 in 32).
+Status check_counts(const Op& op, const uint64_t* theirs) {
+  for (int j = 0; j < op.size; ++j) {
+    if (j != op.rank && theirs[j] != op.plan.n) return count_mismatch(op, j, theirs[j]);
+  }
+  return {};
+}
+
+// Waits until every peer posted its slot for `seq`; fails if the group broke meanwhile.
+struct ShmArrival {
+  Op& op;
+  uint64_t seq;
+  bool await_ready() const { return op.group->shm().all_posted(seq); }
+  void await_suspend(std::coroutine_handle<> h) { op.group->shm().arrival = {&op, h, seq}; }
+  Status await_resume() const {
+    if (op.group->shm().all_posted(seq)) return {};
+    return Status::error(PG_ERR_ABORTED, "stopped waiting for the peers' shared-memory slots");
+  }
+};
+
+// A peer's slot from a call with other arguments.
+Status check_slots(const Op& op, const ShmWindows& windows, uint64_t seq) {
+  for (int j = 0; j < op.size; ++j) {
+    const ShmWindows::SlotHeader* h = windows.header(j, seq);
+    if (j == op.rank || (h->count == op.plan.n && h->fingerprint == op.fingerprint)) continue;
+    const std::string args = differences(h->fingerprint, op.fingerprint);
+    if (args.empty()) return count_mismatch(op, j, h->count);
+    std::string text = "rank " + std::to_string(j);
+    text += " called this operation with other arguments (";
+    text += args;
+    text += ")";
+    return Status::error(PG_ERR_MISMATCH, text);
+  }
+  return {};
+}
+
+}  // namespace
+
+// Per chunk: every rank copies its contribution to the others' blocks into its window;
+// after a handshake, rank r reduces block r from its input and every peer's window into
+// its output, and puts the result into its window; after a second handshake every rank
+// copies the others' results. Each block is reduced once: all ranks get the same bits.
+Task allreduce_shared(Op& op) {
+  ShmWindows& windows = op.group->shm();
+  ShmTurn turn{op};
+  const Status turned = co_await turn;
+  const ShmHold hold{op.group};  // passes the turn on however this ends
+  PG_KIT_CO_TRY(turned);
+  const int p = op.size, r = op.rank;
+  const size_t es = op.es();
+  const uint64_t per_chunk = std::max<uint64_t>(1, windows.half_bytes() / es);
+  auto* counts = reinterpret_cast<uint64_t*>(op.scratch(sizeof(uint64_t) * (p + 1)));
+  counts[p] = op.plan.n;  // ours, as sent
+  uint64_t step = 0;
+  for (uint64_t first = 0; first < op.plan.n; first += per_chunk) {
+    const Blocks blocks{std::min(per_chunk, op.plan.n - first), p};
+    const std::byte* in = (op.plan.in_place ? op.plan.out : op.plan.in) + first * es;
+    std::byte* out = op.plan.out + first * es;
+    const uint64_t chunk = windows.next_chunk();
+    std::byte* mine = windows.mine(chunk);
+    auto at = [&](int b) { return blocks.off(b) * es; };
+    for (int b = 0; b < p; ++b) {
+      if (b != r) std::memcpy(mine + at(b), in + at(b), blocks.len(b) * es);
+    }
+    Io filled(op);
+    if (step == 0) {
+      post_handshake(filled, op, step++, &counts[p], counts);
+    } else {
+      post_handshake(filled, op, step++);
+    }
+    PG_KIT_CO_TRY(co_await filled);
+    if (step == 1) PG_KIT_CO_TRY(check_counts(op, counts));
+    // Ours first, then the peers' in rank order (in place, out aliases our input block).
+    const uint64_t n = blocks.len(r);
+    const std::byte* acc = in + at(r);
+    for (int j = 0; j < p; ++j) {
+      if (j == r) continue;
+      PG_KIT_CO_TRY(op.combine(out + at(r), acc, windows.peer(j, chunk) + at(r), n));
+      acc = out + at(r);
+    }
+    PG_KIT_CO_TRY(op.finish_avg(out + at(r), n));
+    std::memcpy(mine + at(r), out + at(r), n * es);
+    Io reduced(op);
+    post_handshake(reduced, op, step++);
+    PG_KIT_CO_TRY(co_await reduced);
+    for (int b = 0; b < p; ++b) {
+      if (b != r) std::memcpy(out + at(b), windows.peer(b, chunk) + at(b), blocks.len(b) * es);
+    }
+  }
+  co_return Status{};
+}
+
+// Small messages: every rank posts its data in its slot, then reduces every rank's slot
+// in rank order itself (the same bits everywhere), in one round of shared-memory signals.
+Task allreduce_shared_small(Op& op) {
+  ShmWindows& windows = op.group->shm();
+  ShmTurn turn{op};
+  const Status turned = co_await turn;
+  const ShmHold hold{op.group};  // passes the turn on however this ends
+  PG_KIT_CO_TRY(turned);
+  const uint64_t seq = windows.next_seq();
+  ShmWindows::SlotHeader* mine = windows.header(op.rank, seq);
+  const std::byte* in = op.plan.in_place ? op.plan.out : op.plan.in;  // the plan says where
+  std::memcpy(windows.data(op.rank, seq), in, op.plan.bytes());
+  mine->count = op.plan.n;
+  mine->fingerprint = op.fingerprint;
+  windows.publish(seq);
+  ShmArrival arrival{op, seq};
+  PG_KIT_CO_TRY(co_await arrival);
+  PG_KIT_CO_TRY(check_slots(op, windows, seq));
+  std::byte* out = op.plan.out;
+  for (int j = 1; j < op.size; ++j) {
+    const std::byte* acc = j == 1 ? windows.data(0, seq) : out;
+    PG_KIT_CO_TRY(op.combine(out, acc, windows.data(j, seq), op.plan.n));
+  }
+  co_return op.finish_avg(out, op.plan.n);
+}
+
+}  // namespace procgroup::ucx_backend
