@@ -125,15 +125,15 @@ void ShmWindows::close(ucp_context_h context) {
   base_.clear();
 }
 
-void ShmWindows::give_back(const std::function<void(Op*, std::coroutine_handle<>)>& resume) {
-  if (closed_) return;
+std::optional<ShmWindows::Waiter> ShmWindows::give_back() {
+  if (closed_) return std::nullopt;
   if (waiting_.empty()) {
     busy_ = false;
-    return;
+    return std::nullopt;
   }
-  const auto [op, handle] = waiting_.front();
+  const Waiter next = waiting_.front();  // the turn passes on; busy_ stays set
   waiting_.pop_front();
-  resume(op, handle);  // the turn passes on; busy_ stays set
+  return next;
 }
 
 }  // namespace procgroup::ucx_backend

@@ -1,11 +1,11 @@
 // ucx_shm.h — shared-memory windows between the ranks of a one-host group, so that a
 // collective reads its peers' data in place instead of passing it through UCX's FIFOs
-// (allreduce_shared in ucx_allreduce.cc).
+// (ucx_shm_allreduce.cc).
 //
 //   ShmWindows w;
-//   st = w.open(context, store, rank, size, half_bytes, endpoint_of);  // collective
-//   if (w.ready()) { ... w.mine(chunk) ... w.peer(j, chunk) ... }
-//   w.close(context);                                                  // group_destroy
+//   st = w.open(context, store, rank, size, half_bytes, endpoint_of, timeout, &why_not);
+//   if (w.ready()) { ... w.mine(chunk) ... w.peer(j, chunk) ... }   // collective above
+//   w.close(context);                                                // group_destroy
 //
 // Every rank allocates one window through UCX (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: a
 // System V or POSIX shared-memory segment), publishes its address and packed rkey in the
@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,12 +85,13 @@ class ShmWindows {
   };
   Arrival arrival;
 
-  // The windows' turn: co_await ShmTurn{...} in a coroutine, then Lease until it ends.
+  // The windows' turn (ShmTurn and ShmHold in ucx_shm_allreduce.cc): taken at once, or
+  // queued; given back, it passes to the op returned (to be resumed), else the windows are
+  // free. Nothing after close() (an abandoned op's coroutine frame may end during shutdown).
+  using Waiter = std::pair<Op*, std::coroutine_handle<>>;
   bool try_take() { return !std::exchange(busy_, true); }
   void queue(Op* op, std::coroutine_handle<> h) { waiting_.emplace_back(op, h); }
-  // The next queued op gets the turn through resume(op, h); none: the windows are free.
-  // Nothing after close() (an abandoned op's coroutine frame may end during shutdown).
-  void give_back(const std::function<void(Op*, std::coroutine_handle<>)>& resume);
+  std::optional<Waiter> give_back();
 
  private:
   static constexpr size_t kHeaderBytes = 64;  // a cache line: the data starts on the next
@@ -107,7 +109,7 @@ class ShmWindows {
   uint64_t chunks_ = 0;
   uint64_t seqs_ = 0;
   bool busy_ = false;
-  std::deque<std::pair<Op*, std::coroutine_handle<>>> waiting_;
+  std::deque<Waiter> waiting_;
 };
 
 }  // namespace procgroup::ucx_backend

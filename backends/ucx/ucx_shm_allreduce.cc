@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "ucx_algorithms.h"
 #include "ucx_group.h"
@@ -13,27 +14,30 @@
 namespace procgroup::ucx_backend {
 namespace {
 
-// Waits until no earlier collective of the group uses the windows. A group that broke
-// meanwhile fails the op here (a peer's slots or handshakes would never come).
+// The windows' turn, held until the algorithm ends, then handed to the next collective
+// queued. status: a group that broke before the turn came fails the op (a peer's slots or
+// handshakes would never come).
+struct ShmHold {
+  UcxGroup* group;
+  Status status;
+  ShmHold(UcxGroup* g, Status s) : group(g), status(std::move(s)) {}
+  ShmHold(const ShmHold&) = delete;
+  ShmHold& operator=(const ShmHold&) = delete;
+  ~ShmHold() {
+    if (auto next = group->shm().give_back()) group->resume_later(next->first, next->second);
+  }
+};
+
+// Waits until no earlier collective of the group uses the windows:
+//   const ShmHold hold = co_await ShmTurn{op};
 struct ShmTurn {
   Op& op;
   bool await_ready() { return op.group->shm().try_take(); }
   void await_suspend(std::coroutine_handle<> h) { op.group->shm().queue(&op, h); }
-  Status await_resume() const {
-    if (!op.group->broken()) return {};
-    return Status::error(PG_ERR_ABORTED, "the group failed before its turn for the windows");
-  }
-};
-
-// Holds the turn until the algorithm ends, then hands it to the next collective queued.
-struct ShmHold {
-  UcxGroup* group;
-  explicit ShmHold(UcxGroup* g) : group(g) {}
-  ShmHold(const ShmHold&) = delete;
-  ShmHold& operator=(const ShmHold&) = delete;
-  ~ShmHold() {
-    group->shm().give_back(
-        [g = group](Op* op, std::coroutine_handle<> h) { g->resume_later(op, h); });
+  ShmHold await_resume() const {
+    if (!op.group->broken()) return {op.group, Status{}};
+    return {op.group,
+            Status::error(PG_ERR_ABORTED, "the group failed before its turn for the windows")};
   }
 };
 
@@ -112,9 +116,8 @@ Status check_slots(const Op& op, const ShmWindows& windows, uint64_t seq) {
 Task allreduce_shared(Op& op) {
   ShmWindows& windows = op.group->shm();
   ShmTurn turn{op};
-  const Status turned = co_await turn;
-  const ShmHold hold{op.group};  // passes the turn on however this ends
-  PG_KIT_CO_TRY(turned);
+  const ShmHold hold = co_await turn;  // passes the turn on however this ends
+  PG_KIT_CO_TRY(hold.status);
   const int p = op.size, r = op.rank;
   const size_t es = op.es();
   const uint64_t per_chunk = std::max<uint64_t>(1, windows.half_bytes() / es);
@@ -131,14 +134,12 @@ Task allreduce_shared(Op& op) {
     for (int b = 0; b < p; ++b) {
       if (b != r) std::memcpy(mine + at(b), in + at(b), blocks.len(b) * es);
     }
+    const bool first_chunk = step == 0;  // its handshake carries the counts
     Io filled(op);
-    if (step == 0) {
-      post_handshake(filled, op, step++, &counts[p], counts);
-    } else {
-      post_handshake(filled, op, step++);
-    }
+    post_handshake(filled, op, step++, first_chunk ? &counts[p] : nullptr,
+                   first_chunk ? counts : nullptr);
     PG_KIT_CO_TRY(co_await filled);
-    if (step == 1) PG_KIT_CO_TRY(check_counts(op, counts));
+    if (first_chunk) PG_KIT_CO_TRY(check_counts(op, counts));
     // Ours first, then the peers' in rank order (in place, out aliases our input block).
     const uint64_t n = blocks.len(r);
     const std::byte* acc = in + at(r);
@@ -164,9 +165,8 @@ Task allreduce_shared(Op& op) {
 Task allreduce_shared_small(Op& op) {
   ShmWindows& windows = op.group->shm();
   ShmTurn turn{op};
-  const Status turned = co_await turn;
-  const ShmHold hold{op.group};  // passes the turn on however this ends
-  PG_KIT_CO_TRY(turned);
+  const ShmHold hold = co_await turn;  // passes the turn on however this ends
+  PG_KIT_CO_TRY(hold.status);
   const uint64_t seq = windows.next_seq();
   ShmWindows::SlotHeader* mine = windows.header(op.rank, seq);
   const std::byte* in = op.plan.in_place ? op.plan.out : op.plan.in;  // the plan says where
