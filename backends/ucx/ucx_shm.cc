@@ -111,6 +111,16 @@ int ShmWindows::first_missing(uint64_t seq) const {
   return -1;
 }
 
+bool ShmWindows::await_briefly(uint64_t seq) const {
+  for (int look = 0; look < 32; ++look) {
+    if (all_posted(seq)) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();  // the spinning core yields to its sibling hyperthread
+#endif
+  }
+  return false;
+}
+
 void ShmWindows::close(ucp_context_h context) {
   closed_ = true;
   ready_ = false;

@@ -62,21 +62,28 @@ class ShmWindows {
 
   // Small messages (up to kSlotBytes): sequence numbers start at 1 (windows start zeroed).
   static constexpr size_t kSlotBytes = 16 << 10;
+  // Up to kInlineBytes of data share the header's cache line: a reader that sees the
+  // sequence number has the data too, one transfer between cores instead of two.
+  static constexpr size_t kInlineBytes = 40;
   struct SlotHeader {
     uint64_t seq;  // written last (release), read first (acquire)
     uint64_t count;
     uint16_t fingerprint;
+    alignas(8) std::byte inline_data[kInlineBytes];
   };
   uint64_t next_seq() { return ++seqs_; }
   SlotHeader* header(int rank, uint64_t seq) const {
     return reinterpret_cast<SlotHeader*>(base_[rank] + slots_at_ + (seq % 2) * kSlotStride);
   }
-  std::byte* data(int rank, uint64_t seq) const {
-    return reinterpret_cast<std::byte*>(header(rank, seq)) + kHeaderBytes;
+  // Where a slot holds `bytes` of data (the same on every rank once the counts agree).
+  std::byte* data(int rank, uint64_t seq, size_t bytes) const {
+    SlotHeader* h = header(rank, seq);
+    return bytes <= kInlineBytes ? h->inline_data : reinterpret_cast<std::byte*>(h) + kHeaderBytes;
   }
   void publish(uint64_t seq) const;
   bool all_posted(uint64_t seq) const { return first_missing(seq) < 0; }
-  int first_missing(uint64_t seq) const;  // the first peer whose slot lacks seq, or -1
+  int first_missing(uint64_t seq) const;   // the first peer whose slot lacks seq, or -1
+  bool await_briefly(uint64_t seq) const;  // all_posted, looking a few dozen times
   // The op waiting for its peers' slots (one at a time: the turn), resumed by the poller.
   struct Arrival {
     Op* op = nullptr;
@@ -94,7 +101,8 @@ class ShmWindows {
   std::optional<Waiter> give_back();
 
  private:
-  static constexpr size_t kHeaderBytes = 64;  // a cache line: the data starts on the next
+  static constexpr size_t kHeaderBytes = 64;  // a cache line: larger data starts on the next
+  static_assert(sizeof(SlotHeader) <= kHeaderBytes);
   static constexpr size_t kSlotStride = kHeaderBytes + kSlotBytes;
   std::byte* half(std::byte* base, uint64_t chunk) const { return base + (chunk % 2) * half_; }
 

@@ -170,7 +170,8 @@ Task allreduce_shared_small(Op& op) {
   const uint64_t seq = windows.next_seq();
   ShmWindows::SlotHeader* mine = windows.header(op.rank, seq);
   const std::byte* in = op.plan.in_place ? op.plan.out : op.plan.in;  // the plan says where
-  std::memcpy(windows.data(op.rank, seq), in, op.plan.bytes());
+  const size_t bytes = op.plan.bytes();
+  std::memcpy(windows.data(op.rank, seq, bytes), in, bytes);
   mine->count = op.plan.n;
   mine->fingerprint = op.fingerprint;
   windows.publish(seq);
@@ -179,8 +180,8 @@ Task allreduce_shared_small(Op& op) {
   PG_KIT_CO_TRY(check_slots(op, windows, seq));
   std::byte* out = op.plan.out;
   for (int j = 1; j < op.size; ++j) {
-    const std::byte* acc = j == 1 ? windows.data(0, seq) : out;
-    PG_KIT_CO_TRY(op.combine(out, acc, windows.data(j, seq), op.plan.n));
+    const std::byte* acc = j == 1 ? windows.data(0, seq, bytes) : out;
+    PG_KIT_CO_TRY(op.combine(out, acc, windows.data(j, seq, bytes), op.plan.n));
   }
   co_return op.finish_avg(out, op.plan.n);
 }

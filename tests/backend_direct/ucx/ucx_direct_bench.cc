@@ -5,7 +5,8 @@
 //   ucx_direct_bench [ranks] [min_bytes] [max_bytes] [iterations]
 //
 // Prints, per f32 allreduce size: the median time of one blocking op (issue + wait +
-// release), the issue call alone, and the bus bandwidth (2 (p-1)/p * bytes / time).
+// release), the issue call alone, the bus bandwidth (2 (p-1)/p * bytes / time), and the
+// mean and longest op (the mean, outliers included, is what collbench reports).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -43,8 +45,8 @@ int rank_main(int rank, int size, const std::string& dir, uint64_t min_bytes, ui
   if (rank == 0) {
     std::printf("# f32 allreduce through the ucx plugin's table, %d ranks, median of %d\n", size,
                 iters);
-    std::printf("# %12s %12s %12s %12s %12s\n", "bytes", "op (us)", "issue (us)", "busbw (GB/s)",
-                "max op (us)");
+    std::printf("# %12s %12s %12s %12s %12s %12s\n", "bytes", "op (us)", "issue (us)",
+                "busbw (GB/s)", "mean op (us)", "max op (us)");
   }
   for (uint64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const uint64_t n = std::max<uint64_t>(1, bytes / 4);
@@ -66,8 +68,10 @@ int rank_main(int rank, int size, const std::string& dir, uint64_t min_bytes, ui
     }
     const double us = median(total);
     if (rank == 0) {
-      std::printf("  %12llu %12.2f %12.2f %12.2f %12.1f\n", static_cast<unsigned long long>(n * 4),
-                  us, median(issue), 2.0 * (size - 1) / size * n * 4 / us / 1e3,
+      const double mean = std::accumulate(total.begin(), total.end(), 0.0) / total.size();
+      std::printf("  %12llu %12.2f %12.2f %12.2f %12.2f %12.1f\n",
+                  static_cast<unsigned long long>(n * 4), us, median(issue),
+                  2.0 * (size - 1) / size * n * 4 / us / 1e3, mean,
                   *std::max_element(total.begin(), total.end()));
       std::fflush(stdout);
     }
