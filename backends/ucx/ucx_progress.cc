@@ -131,6 +131,9 @@ bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
   // one, a peer already there) costs no read at all.
   Clock::time_point now{};
   Clock::time_point last_event{};
+  // Only a waiter yields at every idle round, and only while a peer shares its CPU (two
+  // ranks on one core: bound so, or placed so by the scheduler on a busy machine).
+  bool cpu_shared = spin && shm_.peer_on_my_cpu();
   auto nap = kFirstNap;
   unsigned idle_rounds = 0;
   for (;;) {
@@ -145,7 +148,12 @@ bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
       lock.lock();
       continue;
     }
-    if (shm_.arrival.op != nullptr && shm_.await_briefly(shm_.arrival.seq)) {
+    if (cpu_shared) {
+      // A peer last seen on our CPU cannot answer while we spin on it: let it run.
+      lock.unlock();
+      sched_yield();
+      lock.lock();
+    } else if (shm_.arrival.op != nullptr && shm_.await_briefly(shm_.arrival.seq)) {
       // A peer's slot signals nobody, and one look costs far less than a poll of UCX: look
       // a few times before polling again (the next poll_once resumes the op).
       continue;
@@ -154,6 +162,7 @@ bool UcxGroup::poll_until(std::unique_lock<std::mutex>& lock, const Work* work,
     if (idle_rounds++ % 16 != 0) continue;
     now = Clock::now();
     if (last_event == Clock::time_point{}) last_event = now;
+    if (spin) cpu_shared = shm_.peer_on_my_cpu();  // the scheduler may have moved either
     if (first_idle != nullptr && *first_idle == Clock::time_point{}) *first_idle = now;
     if (now >= next_deadline_check_) {
       next_deadline_check_ = now + kDeadlineCheck;

@@ -1,6 +1,8 @@
 // Shared-memory windows of a one-host group (see ucx_shm.h).
 #include "ucx_shm.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstring>
 
@@ -54,8 +56,8 @@ Status ShmWindows::open(ucp_context_h context, const kit::Store& store, int rank
   slots_at_ = (2 * half_bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
   base_.assign(size, nullptr);
   rkeys_.assign(size, nullptr);
-  const std::string blob =
-      make_window(context, slots_at_ + 2 * kSlotStride, &memh_, &base_[rank], why_not);
+  const std::string blob = make_window(context, slots_at_ + 2 * kSlotStride + kHeaderBytes, &memh_,
+                                       &base_[rank], why_not);
   PG_KIT_TRY(store.set(key("shm", rank), blob));
   bool mapped = !blob.empty();
   std::string value;
@@ -109,6 +111,20 @@ int ShmWindows::first_missing(uint64_t seq) const {
     if (posted.load(std::memory_order_acquire) != seq) return j;
   }
   return -1;
+}
+
+bool ShmWindows::peer_on_my_cpu() const {
+  if (!ready_) return false;
+  const int cpu = sched_getcpu();  // from the kernel's rseq area: no system call
+  if (cpu < 0) return false;
+  const int32_t seen = cpu + 1;
+  const auto mine = std::atomic_ref<int32_t>(*cpu_of(rank_));
+  if (mine.load(std::memory_order_relaxed) != seen) mine.store(seen, std::memory_order_relaxed);
+  for (int j = 0; j < static_cast<int>(base_.size()); ++j) {
+    if (j != rank_ && std::atomic_ref<int32_t>(*cpu_of(j)).load(std::memory_order_relaxed) == seen)
+      return true;
+  }
+  return false;
 }
 
 bool ShmWindows::await_briefly(uint64_t seq) const {

@@ -15,7 +15,8 @@
 // alternate between them, so a rank may fill one half while its peers still read the other.
 // After the halves, two slots for small messages: a rank posts its data in one with the
 // collective's sequence number, written last, and reads its peers' once their number is
-// there (alternating slots: a peer can be one collective ahead, never two).
+// there (alternating slots: a peer can be one collective ahead, never two). Last, the CPU
+// the rank last waited on, so that a waiter yields to a peer that shares its CPU.
 // One collective at a time uses the windows: ShmTurn queues the others in submission order.
 #ifndef PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
 #define PROCGROUP_BACKENDS_UCX_UCX_SHM_H_
@@ -84,6 +85,10 @@ class ShmWindows {
   bool all_posted(uint64_t seq) const { return first_missing(seq) < 0; }
   int first_missing(uint64_t seq) const;   // the first peer whose slot lacks seq, or -1
   bool await_briefly(uint64_t seq) const;  // all_posted, looking a few dozen times
+  // Whether a peer was last seen on the CPU this thread runs on (each rank notes its own
+  // CPU here as it looks): spinning on such a peer only keeps it from running.
+  bool peer_on_my_cpu() const;
+
   // The op waiting for its peers' slots (one at a time: the turn), resumed by the poller.
   struct Arrival {
     Op* op = nullptr;
@@ -105,6 +110,9 @@ class ShmWindows {
   static_assert(sizeof(SlotHeader) <= kHeaderBytes);
   static constexpr size_t kSlotStride = kHeaderBytes + kSlotBytes;
   std::byte* half(std::byte* base, uint64_t chunk) const { return base + (chunk % 2) * half_; }
+  int32_t* cpu_of(int rank) const {  // CPU + 1 (0: not known yet), after the slots
+    return reinterpret_cast<int32_t*>(base_[rank] + slots_at_ + 2 * kSlotStride);
+  }
 
   bool ready_ = false;
   bool closed_ = false;
