@@ -81,18 +81,25 @@ Status ShmWindows::open(ucp_context_h context, const kit::Store& store, int rank
     }
     base_[peer] = static_cast<std::byte*>(local);
   }
-  // Everyone must have mapped everyone's, with the same chunk size, or nobody uses them.
-  const std::string agreed = std::to_string(half_bytes);
+  // Everyone must have mapped everyone's, with the same layout and chunk size, or nobody
+  // uses them (a rank with another plugin version may lay its window out otherwise).
+  const std::string layout = std::string(kLayout) + "/";
+  const std::string agreed = layout + std::to_string(half_bytes);
   PG_KIT_TRY(store.set(key("shm_ok", rank), mapped ? agreed : "no"));
   ready_ = mapped;
   for (int i = 1; i < size; ++i) {
     const int peer = (rank + i) % size;
     PG_KIT_TRY(store.get(key("shm_ok", peer), timeout.count(), &value));
     if (value != agreed && ready_) {
-      *why_not =
-          "rank " + std::to_string(peer) +
-          (value == "no" ? " could not map every window"
-                         : " uses chunks of " + value + " bytes (PROCGROUP_UCX_SHM_CHUNK_BYTES)");
+      *why_not = "rank " + std::to_string(peer);
+      if (value == "no") {
+        *why_not += " could not map every window";
+      } else if (value.starts_with(layout)) {
+        *why_not += " uses chunks of " + value.substr(layout.size()) +
+                    " bytes (PROCGROUP_UCX_SHM_CHUNK_BYTES)";
+      } else {
+        *why_not += " lays its window out otherwise (" + value + "): another plugin version";
+      }
       ready_ = false;
     }
   }

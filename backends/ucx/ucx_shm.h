@@ -106,7 +106,8 @@ class ShmWindows {
   std::optional<Waiter> give_back();
 
  private:
-  static constexpr size_t kHeaderBytes = 64;  // a cache line: larger data starts on the next
+  static constexpr const char* kLayout = "2";  // changes with the window's layout
+  static constexpr size_t kHeaderBytes = 64;   // a cache line: larger data starts on the next
   static_assert(sizeof(SlotHeader) <= kHeaderBytes);
   static constexpr size_t kSlotStride = kHeaderBytes + kSlotBytes;
   std::byte* half(std::byte* base, uint64_t chunk) const { return base + (chunk % 2) * half_; }

@@ -88,6 +88,30 @@ TEST(UcxInterface, HonoursUcxTls) {
   }
 }
 
+// Ranks whose shared-memory windows differ (here the chunk size; another plugin version's
+// layout the same way) all go without them, say why, and still agree.
+TEST(UcxInterface, RanksWhoseWindowsDifferAllGoWithout) {
+  WorldOptions options;
+  options.create_group = false;
+  run_world(2, options, [](RankEnv& env) {
+    setenv("PROCGROUP_UCX_SHM_CHUNK_BYTES", env.rank == 0 ? "4096" : "8192", 1);
+    const pg_status_t st = create_group(*env.ops, *env.store, env.rank, 2, 20000, &env.group);
+    env.expect_status(st, PG_OK, "group_create");
+    if (st != PG_OK) return;
+    for (uint64_t n : {uint64_t{3}, uint64_t{1} << 16}) {
+      Pending p = start_case(env, Case{PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, n});
+      const std::string bad = finish_case(env, p);
+      env.expect(bad.empty(), bad);
+    }
+    const std::string why = "no shared-memory windows: rank " + std::to_string(1 - env.rank) +
+                            " uses chunks of " + (env.rank == 0 ? "8192" : "4096") + " bytes";
+    bool said = false;
+    for (const std::string& line : plugin_harness::logged())
+      said = said || line.find(why) != std::string::npos;
+    env.expect(said, "a DEBUG line says why there are no windows");
+  });  // the harness destroys env.group
+}
+
 // Planned once: ucx acts on the plan the core sent (plugin_harness.h).
 TEST(UcxInterface, TakesTheCoresPlan) { run_world(2, {}, plugin_harness::expect_plan_taken); }
 
