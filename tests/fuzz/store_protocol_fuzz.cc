@@ -1,6 +1,6 @@
 // libFuzzer target: the TCP store server's own parser. The input's first byte picks the
-// frame limit (before or after authentication); the rest is one connection's byte stream,
-// cut into frames by split_frame and each decoded by decode_request, as the server does.
+// server's frame limit (before or after authentication); the rest is one connection's byte
+// stream, cut into frames by split_frame and each decoded by decode_request, as the server does.
 // Checked for every decoded request: the fields its opcode needs are there and within the
 // limits, and encoding it again gives back exactly the body it came from (the decoder
 // accepts well-formed frames only). Keys and values then go through the helpers the server
@@ -26,7 +26,7 @@ using namespace procgroup::detail;
 // The frame body a correct client would send for the request.
 Bytes encode(const Request& q) {
   FrameWriter w(q.op);
-  if (q.op == Op::kAuth) w.raw(q.mac);
+  if (q.op == Op::kAuth) w.raw(q.mac).raw(q.client_nonce);
   if (q.op == Op::kGet || q.op == Op::kWait) w.i64(q.timeout_ms);
   if (q.op == Op::kWait || q.op == Op::kCheck) w.u32(static_cast<uint32_t>(q.keys.size()));
   for (const std::string& k : q.keys) w.str(k);  // AUTH has none
@@ -39,7 +39,8 @@ Bytes encode(const Request& q) {
 
 void check(const Request& q, std::span<const uint8_t> body) {
   if (q.op == Op::kAuth) {
-    if (q.mac.size() != kMacBytes || !q.keys.empty()) fail("auth fields");
+    if (q.mac.size() != kMacBytes || q.client_nonce.size() != kNonceBytes || !q.keys.empty())
+      fail("auth fields");
   } else if (q.op == Op::kWait || q.op == Op::kCheck) {
     if (q.keys.size() > kMaxKeysPerRequest) fail("too many keys accepted");
   } else if (q.keys.size() != 1) {
@@ -73,9 +74,9 @@ void check(const Request& q, std::span<const uint8_t> body) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const size_t limit = (data[0] & 1) ? kMaxUnauthenticatedFrameBytes : kMaxFrameBytes;
+  // The largest body the server takes (TcpStoreServer::Loop::input_limit less the header).
+  const size_t max_body = (data[0] & 1) ? kMaxUnauthenticatedFrameBytes : kMaxFrameBytes;
   std::span<const uint8_t> in(data + 1, size - 1);
-  const size_t max_body = limit - kFrameHeaderBytes;
   while (true) {
     FrameSplit next = split_frame(in, max_body);
     if (next.kind != FrameSplit::kFrame) {
