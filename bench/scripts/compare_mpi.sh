@@ -4,13 +4,16 @@
 # per size, the medians of both times and bus bandwidths, their ratio, and this machine's
 # memcpy and f32 reduce-into bandwidth at that size, measured in the same runs.
 #
-#   bench/scripts/compare_mpi.sh BACKEND [OP] [--mode MODE] [--bind B] [--runs N] [-- ARGS...]
+#   bench/scripts/compare_mpi.sh BACKEND [OP] [--mode MODE] [--bind B] [--runs N] [--busy K]
+#                                [-- ARGS...]
 #
 # --mode is the same on both sides: blocking (the default; -z 1: each operation waited for
 # before the next is issued, MPI's blocking calls) or pipelined (-z 0: all -n operations
 # issued, then waited for; MPI's nonblocking calls, then MPI_Waitall). --bind is the same on
 # both sides too: core (the default, as mpirun binds 2 ranks; pgrun --bind-to core) or none
-# (mpirun --bind-to none, pgrun's default). --runs N (default 3):
+# (mpirun --bind-to none, pgrun's default). --busy K (default 0) keeps K busy processes
+# (`while :; do :; done`, unbound) running beside both sides for the whole comparison: a
+# machine shared with other work. --runs N (default 3):
 # runs per side; the table gives medians, ratio = median busbw procgroup / median busbw MPI,
 # and the range of the per-run ratios. ARGS replace the other default options of both tools
 # (-b 8 -e 256M -f 2 -n 20 -w 5); a -z or --blocking in them is refused, since the mode is
@@ -31,12 +34,14 @@ if [[ $# -gt 0 && $1 != -* ]]; then op=$1; shift; fi
 mode=blocking
 bind=core
 runs=3
+busy=0
 args=(-b 8 -e 256M -f 2 -n 20 -w 5)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --mode) [[ $# -ge 2 ]] || usage 2; mode=$2; shift 2 ;;
     --bind) [[ $# -ge 2 ]] || usage 2; bind=$2; shift 2 ;;
     --runs) [[ $# -ge 2 ]] || usage 2; runs=$2; shift 2 ;;
+    --busy) [[ $# -ge 2 ]] || usage 2; busy=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     --) shift; args=("$@"); break ;;
     *) echo "compare_mpi.sh: unknown argument '$1'" >&2; usage 2 ;;
@@ -50,6 +55,7 @@ esac
 [[ $bind == core || $bind == none ]] ||
   { echo "compare_mpi.sh: --bind is core or none, not '$bind'" >&2; exit 2; }
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "compare_mpi.sh: --runs takes a positive count" >&2; exit 2; }
+[[ $busy =~ ^[0-9]+$ ]] || { echo "compare_mpi.sh: --busy takes a count (0: none)" >&2; exit 2; }
 for a in "${args[@]}"; do
   if [[ $a == -z* || $a == --blocking* ]]; then
     echo "compare_mpi.sh: '$a' in ARGS: the mode is --mode's (blocking or pipelined), the same" \
@@ -84,6 +90,14 @@ same_mode() {
     { echo "compare_mpi.sh: $1 was not run $mode (-z $z): mixed modes, no table" >&2; exit 1; }
 }
 
+busy_pids=()
+stop_busy() { ((${#busy_pids[@]} == 0)) || kill "${busy_pids[@]}" 2>/dev/null || true; }
+trap stop_busy EXIT
+trap 'stop_busy; exit 130' INT TERM
+for ((i = 0; i < busy; ++i)); do
+  bash -c 'while :; do :; done' &
+  busy_pids+=($!)
+done
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 files=()
 for ((run = 1; run <= runs; ++run)); do
@@ -102,10 +116,12 @@ for ((run = 1; run <= runs; ++run)); do
   files+=(side=mpi "run=$run" "$base.csv")
 done
 load_after=$(cut -d' ' -f1 /proc/loadavg)
+stop_busy
+busy_pids=()
 
 # Rows keyed by (size, dtype, redop); CSV columns: 5 size, 7 dtype, 8 redop, 10 time,
 # 12 busbw out of place, 16 busbw in place, 23 memcpy, 24 reduce_f32.
-awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v mode="$mode" -v bind="$bind" \
+awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v mode="$mode" -v bind="$bind" -v busy="$busy" \
   -v z="$z" -v before="$load_before" -v after="$load_after" -v mpi_args="${MPI_ARGS:-}" '
   function median(prefix, k,    n, i, j, v, x) {
     n = 0
@@ -126,7 +142,7 @@ awk -F, -v backend="$backend" -v op="$op" -v ranks="$RANKS" -v runs="$runs" -v m
     printf "# %s, %d ranks, %s (-z %s), bound to %s, on both sides: procgroup (%s) against Open MPI%s\n", op, ranks, mode, z, bind, backend, (mpi_args != "" ? " (" mpi_args ")" : "")
     printf "# medians of %d runs per side, alternating; ratio = median busbw procgroup / median busbw MPI (runs: min..max of the per-run ratios; ip: in place)\n", runs
     printf "# memcpy, reduce: this machine, f32 dst[i] += src[i] for reduce, size bytes, both ranks at once (mpi_collbench --reference, medians)\n"
-    printf "# load average (1 min): %s before, %s after\n", before, after
+    printf "# load average (1 min): %s before, %s after%s\n", before, after, (busy > 0 ? sprintf("; %d busy process(es) beside the ranks", busy) : "")
     printf "# %10s %5s %5s %11s %9s %11s %9s %7s %13s %7s %8s %8s\n", "size (B)", "type", "redop", \
       "pg time us", "pg busbw", "mpi time us", "mpi busbw", "ratio", "runs", "ip", "memcpy", "reduce"
     for (n = 1; n <= nkeys; ++n) {

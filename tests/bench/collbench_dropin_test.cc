@@ -200,5 +200,19 @@ TEST_F(InstalledScripts, CompareMpiRefusesAnUnknownBinding) {
   EXPECT_NE(r.err.find("--bind is core or none, not 'socket'"), std::string::npos) << r.err;
 }
 
+// --busy takes a count of busy processes to run beside both sides; anything else is refused
+// before any starts.
+TEST_F(InstalledScripts, CompareMpiRefusesABadBusyCount) {
+  const std::string script = "'" + (scripts() / "compare_mpi.sh").string() + "'";
+  for (const char* busy : {"two", "-1", ""}) {
+    const ProcessResult r =
+        run({"/bin/sh", "-c",
+             "cd '" + work_.str() + "' && BUILD_DIR= " + script + " gloo --busy '" + busy + "'"},
+            30);
+    EXPECT_EQ(r.exit_code, 2) << busy << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("--busy takes a count (0: none)"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace procgroup::testing
