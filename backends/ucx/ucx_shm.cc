@@ -56,8 +56,8 @@ Status ShmWindows::open(ucp_context_h context, const kit::Store& store, int rank
   slots_at_ = (2 * half_bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
   base_.assign(size, nullptr);
   rkeys_.assign(size, nullptr);
-  const std::string blob = make_window(context, slots_at_ + 2 * kSlotStride + kHeaderBytes, &memh_,
-                                       &base_[rank], why_not);
+  const std::string blob =
+      make_window(context, cpu_line() + kHeaderBytes, &memh_, &base_[rank], why_not);
   PG_KIT_TRY(store.set(key("shm", rank), blob));
   bool mapped = !blob.empty();
   std::string value;

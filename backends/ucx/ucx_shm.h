@@ -111,8 +111,9 @@ class ShmWindows {
   static_assert(sizeof(SlotHeader) <= kHeaderBytes);
   static constexpr size_t kSlotStride = kHeaderBytes + kSlotBytes;
   std::byte* half(std::byte* base, uint64_t chunk) const { return base + (chunk % 2) * half_; }
-  int32_t* cpu_of(int rank) const {  // CPU + 1 (0: not known yet), after the slots
-    return reinterpret_cast<int32_t*>(base_[rank] + slots_at_ + 2 * kSlotStride);
+  size_t cpu_line() const { return slots_at_ + 2 * kSlotStride; }  // the window's last line
+  int32_t* cpu_of(int rank) const {                                // CPU + 1 (0: not known yet)
+    return reinterpret_cast<int32_t*>(base_[rank] + cpu_line());
   }
 
   bool ready_ = false;

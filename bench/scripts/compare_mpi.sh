@@ -91,7 +91,10 @@ same_mode() {
 }
 
 busy_pids=()
-stop_busy() { ((${#busy_pids[@]} == 0)) || kill "${busy_pids[@]}" 2>/dev/null || true; }
+stop_busy() {
+  ((${#busy_pids[@]} == 0)) || kill "${busy_pids[@]}" 2>/dev/null || true
+  busy_pids=()
+}
 trap stop_busy EXIT
 trap 'stop_busy; exit 130' INT TERM
 for ((i = 0; i < busy; ++i)); do
@@ -117,7 +120,6 @@ for ((run = 1; run <= runs; ++run)); do
 done
 load_after=$(cut -d' ' -f1 /proc/loadavg)
 stop_busy
-busy_pids=()
 
 # Rows keyed by (size, dtype, redop); CSV columns: 5 size, 7 dtype, 8 redop, 10 time,
 # 12 busbw out of place, 16 busbw in place, 23 memcpy, 24 reduce_f32.

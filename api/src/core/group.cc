@@ -171,17 +171,20 @@ Status GroupState::mark_failed(const Status& failure) {
   const bool hung = failure.code() == PG_ERR_TIMEOUT ||
                     (failure.code() == PG_ERR_ABORTED && first && !saw_mismatch_.load());
   Status reason = failure;
-  const HangContext context{id_,
-                            members_.rank,
-                            members_.size,
-                            diagnostics_.store,
-                            diagnostics_.user_store,
-                            diagnostics_.trace_dir};
+  // Built only by the rank that reports: most fatal failures need none.
+  const auto context = [this] {
+    return HangContext{id_,
+                       members_.rank,
+                       members_.size,
+                       diagnostics_.store,
+                       diagnostics_.user_store,
+                       diagnostics_.trace_dir};
+  };
   if (!hung && first && failure.code() == PG_ERR_PEER_LOST && !hang_reported_.exchange(true)) {
-    publish_hang_state(context, recorder_);  // the lost peer may be one that timed out
+    publish_hang_state(context(), recorder_);  // the lost peer may be one that timed out
   }
   if (hung && !hang_reported_.exchange(true)) {
-    HangFindings findings = report_hang(context, recorder_);
+    HangFindings findings = report_hang(context(), recorder_);
     if (findings.mismatch) {
       reason = Status(
           PG_ERR_MISMATCH,
