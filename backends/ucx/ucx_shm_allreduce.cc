@@ -8,7 +8,7 @@
 
 #include "ucx_algorithms.h"
 #include "ucx_group.h"
-#include "ucx_io.h"
+#include "ucx_io.h"  // differences()
 #include "ucx_op.h"
 
 namespace procgroup::ucx_backend {
@@ -41,20 +41,6 @@ struct ShmTurn {
   }
 };
 
-// Every rank tells every other that it reached `step` of this collective, and hears the
-// same. With counts: each message carries the sender's element count (theirs[peer]).
-void post_handshake(Io& io, const Op& op, uint64_t step, const uint64_t* mine = nullptr,
-                    uint64_t* theirs = nullptr) {
-  static constexpr uint64_t kNothing[1] = {};
-  static uint64_t sink[1];
-  const size_t bytes = mine != nullptr ? sizeof(uint64_t) : 0;
-  for (int i = 1; i < op.size; ++i) {
-    const int peer = (op.rank + i) % op.size;
-    io.recv(peer, theirs != nullptr ? theirs + peer : sink, bytes, step);
-    io.send(peer, mine != nullptr ? mine : kNothing, bytes, step);
-  }
-}
-
 // "recv of 4000 bytes from rank 1: rank 1 sent 6000 bytes (...)": the message Io gives a
 // receive of another size, for a peer whose count came in a handshake or slot header.
 Status count_mismatch(const Op& op, int peer, uint64_t their_count) {
@@ -68,15 +54,6 @@ Status count_mismatch(const Op& op, int peer, uint64_t their_count) {
   text += std::to_string(their_count * op.es());
   text += " bytes (the ranks passed different counts)";
   return Status::error(PG_ERR_MISMATCH, text);
-}
-
-// A peer that passed another count: the handshake's messages are all alike in size, so
-// the counts they carry are compared (the 16-bit fingerprint misses 1 in 32).
-Status check_counts(const Op& op, const uint64_t* theirs) {
-  for (int j = 0; j < op.size; ++j) {
-    if (j != op.rank && theirs[j] != op.plan.n) return count_mismatch(op, j, theirs[j]);
-  }
-  return {};
 }
 
 // Waits until every peer posted its slot for `seq`; fails if the group broke meanwhile.
@@ -107,12 +84,28 @@ Status check_slots(const Op& op, const ShmWindows& windows, uint64_t seq) {
   return {};
 }
 
+// A handshake through the slots: every rank posts the next sequence number with its count
+// and fingerprint (no data), and waits until every peer has; a peer that passed other
+// arguments fails it. A flag in shared memory, not a UCX message: a message a rank sends
+// just before a long copy or reduction often reached its peer tens of microseconds late.
+Task handshake(Op& op, ShmWindows& windows) {
+  const uint64_t seq = windows.next_seq();
+  ShmWindows::SlotHeader* mine = windows.header(op.rank, seq);
+  mine->count = op.plan.n;
+  mine->fingerprint = op.fingerprint;
+  windows.publish(seq);
+  ShmArrival arrival{op, seq};
+  PG_KIT_CO_TRY(co_await arrival);
+  co_return check_slots(op, windows, seq);
+}
+
 }  // namespace
 
 // Per chunk: every rank copies its contribution to the others' blocks into its window;
 // after a handshake, rank r reduces block r from its input and every peer's window into
 // its output, and puts the result into its window; after a second handshake every rank
 // copies the others' results. Each block is reduced once: all ranks get the same bits.
+// The handshakes use the slots (one collective at a time holds the windows' turn).
 Task allreduce_shared(Op& op) {
   ShmWindows& windows = op.group->shm();
   ShmTurn turn{op};
@@ -121,9 +114,6 @@ Task allreduce_shared(Op& op) {
   const int p = op.size, r = op.rank;
   const size_t es = op.es();
   const uint64_t per_chunk = std::max<uint64_t>(1, windows.half_bytes() / es);
-  auto* counts = reinterpret_cast<uint64_t*>(op.scratch(sizeof(uint64_t) * (p + 1)));
-  counts[p] = op.plan.n;  // ours, as sent
-  uint64_t step = 0;
   for (uint64_t first = 0; first < op.plan.n; first += per_chunk) {
     const Blocks blocks{std::min(per_chunk, op.plan.n - first), p};
     const std::byte* in = (op.plan.in_place ? op.plan.out : op.plan.in) + first * es;
@@ -134,12 +124,7 @@ Task allreduce_shared(Op& op) {
     for (int b = 0; b < p; ++b) {
       if (b != r) std::memcpy(mine + at(b), in + at(b), blocks.len(b) * es);
     }
-    const bool first_chunk = step == 0;  // its handshake carries the counts
-    Io filled(op);
-    post_handshake(filled, op, step++, first_chunk ? &counts[p] : nullptr,
-                   first_chunk ? counts : nullptr);
-    PG_KIT_CO_TRY(co_await filled);
-    if (first_chunk) PG_KIT_CO_TRY(check_counts(op, counts));
+    PG_KIT_CO_TRY(co_await handshake(op, windows));  // every window is filled
     // Ours first, then the peers' in rank order (in place, out aliases our input block).
     const uint64_t n = blocks.len(r);
     const std::byte* acc = in + at(r);
@@ -150,9 +135,7 @@ Task allreduce_shared(Op& op) {
     }
     PG_KIT_CO_TRY(op.finish_avg(out + at(r), n));
     std::memcpy(mine + at(r), out + at(r), n * es);
-    Io reduced(op);
-    post_handshake(reduced, op, step++);
-    PG_KIT_CO_TRY(co_await reduced);
+    PG_KIT_CO_TRY(co_await handshake(op, windows));  // every block is reduced
     for (int b = 0; b < p; ++b) {
       if (b != r) std::memcpy(out + at(b), windows.peer(b, chunk) + at(b), blocks.len(b) * es);
     }
