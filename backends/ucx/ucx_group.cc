@@ -256,10 +256,7 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   last_activity_ = now;
   raw->task.start();  // posts its first messages now
   settle(raw);
-  if (thread_idle_) {
-    thread_idle_ = false;
-    thread_cv_.notify_one();  // the progress thread returns to its short period
-  }
+  kick_thread(Kick::kIfIdle);  // when it idles: it returns to its short period
   return {};
 }
 
@@ -278,7 +275,7 @@ void UcxGroup::shutdown() {
     if (stopping_) return;
     stopping_ = true;
   }
-  thread_cv_.notify_all();
+  kick_thread(Kick::kStop);
   waker_.wake();
   if (progress_thread_.joinable()) progress_thread_.join();
   std::lock_guard<std::mutex> lock(mu_);

@@ -17,6 +17,7 @@
 //   worker and sleeps in epoll on UCX's event fd (no core burnt on a slow peer);
 // - a progress thread polls (blocking on the event fd, never spinning) only for operations
 //   nobody waits on, and otherwise sleeps; it also ticks UCX's housekeeping and timeouts.
+//   While callers keep waiting it stays off the mutex altogether (ucx_progress.cc).
 // Failure model (ucx_failure.cc): a lost peer, a UCX error, a timeout, a collective's count
 // mismatch or abort breaks the group: running works fail (PG_ERR_PEER_LOST / PG_ERR_BACKEND /
 // PG_ERR_TIMEOUT / PG_ERR_MISMATCH, the same on the ranks a notice reaches; PG_ERR_ABORTED
@@ -224,10 +225,18 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   std::atomic<bool> want_poll_{false};
   std::atomic<bool> thread_blocked_{false};
   int sleeping_waiters_ = 0;
-  bool thread_idle_ = false;
   Clock::time_point last_activity_{};
   std::condition_variable waiters_cv_;
+  // The progress thread sleeps on thread_cv_ under thread_mu_, not mu_ (ucx_progress.cc).
+  std::mutex thread_mu_;
   std::condition_variable thread_cv_;
+  bool thread_idle_ = false;  // under thread_mu_, as are the two below
+  bool thread_kicked_ = false;
+  bool thread_stop_ = false;
+  std::atomic<int> waiting_{0};               // callers inside wait_for
+  std::atomic<Clock::rep> last_wait_end_{0};  // when the last one left it
+  enum class Kick { kIfIdle, kAlways, kStop };
+  void kick_thread(Kick why);
   bool stopping_ = false;
   bool shut_down_ = false;
   std::thread progress_thread_;

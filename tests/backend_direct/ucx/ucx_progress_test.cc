@@ -1,7 +1,7 @@
 // The ucx plugin's progress model: works complete with nobody waiting on them (the progress
-// thread), a waiter that blocks does not burn a core, a wait with its own timeout returns
-// PG_PENDING and the work goes on, several threads wait on one group's works at once, ranks
-// pinned to one CPU still agree.
+// thread, also right after a blocking loop), a waiter that blocks does not burn a core, a wait with
+// its own timeout returns PG_PENDING and the work goes on, several threads wait on one group's
+// works at once, ranks pinned to one CPU still agree.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
@@ -35,6 +35,31 @@ TEST(UcxProgress, WorksCompleteWithoutAWaiter) {
     env.expect(done, "both allreduces finished with nobody waiting on them");
     env.expect(finish_case(env, small).empty(), "small result");
     env.expect(finish_case(env, large).empty(), "large result");
+  });
+}
+
+// After a loop of blocking allreduces the progress thread looks less often (its wakes cost
+// such loops a few percent): it must still take over an allreduce the caller leaves alone.
+TEST(UcxProgress, WorkLeftAloneAfterABlockingLoopStillCompletes) {
+  run_world(2, {}, [](RankEnv& env) {
+    const Case big{PG_OP_ALLREDUCE, PG_DTYPE_F32, PG_REDUCE_SUM, 256 << 10};  // 1 MiB: windows
+    for (int i = 0; i < 200; ++i) {
+      Pending p = start_case(env, big);
+      env.expect_status(p.work.wait(), PG_OK, "blocking allreduce");
+    }
+    // Rank 1 comes late, so rank 0's part of the allreduce is left to rank 0's thread.
+    if (env.rank == 1) usleep(200 * 1000);
+    Pending left = start_case(env, big);
+    const auto t0 = Clock::now();
+    if (env.rank == 0) {
+      usleep(1500 * 1000);  // rank 1's wait needs our progress thread meanwhile
+    } else {
+      env.expect_status(left.work.wait(), PG_OK, "the allreduce rank 0 leaves alone");
+      const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+      env.expect(took < 0.5, "rank 1 waited " + std::to_string(took) +
+                                 " s: rank 0's progress thread did not take over");
+    }
+    env.expect(finish_case(env, left).empty(), "result");
   });
 }
 
