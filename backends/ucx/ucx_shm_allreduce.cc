@@ -14,6 +14,9 @@
 namespace procgroup::ucx_backend {
 namespace {
 
+// Bytes of our block reduced at a time (allreduce_shared): small enough to stay in L1.
+constexpr size_t kReducePiece = 16 << 10;
+
 // The windows' turn, held until the algorithm ends, then handed to the next collective
 // queued. status: a group that broke before the turn came fails the op (a peer's slots or
 // handshakes would never come).
@@ -125,16 +128,21 @@ Task allreduce_shared(Op& op) {
       if (b != r) std::memcpy(mine + at(b), in + at(b), blocks.len(b) * es);
     }
     PG_KIT_CO_TRY(co_await handshake(op, windows));  // every window is filled
-    // Ours first, then the peers' in rank order (in place, out aliases our input block).
-    const uint64_t n = blocks.len(r);
-    const std::byte* acc = in + at(r);
-    for (int j = 0; j < p; ++j) {
-      if (j == r) continue;
-      PG_KIT_CO_TRY(op.combine(out + at(r), acc, windows.peer(j, chunk) + at(r), n));
-      acc = out + at(r);
+    // Ours first, then the peers' in rank order (in place, out aliases our input block);
+    // piece by piece, so AVG's division and the copy into our window read from L1.
+    const uint64_t n = blocks.len(r), piece = std::max<uint64_t>(1, kReducePiece / es);
+    for (uint64_t done = 0; done < n; done += piece) {
+      const uint64_t len = std::min(piece, n - done);
+      const size_t at_r = at(r) + done * es;
+      const std::byte* acc = in + at_r;
+      for (int j = 0; j < p; ++j) {
+        if (j == r) continue;
+        PG_KIT_CO_TRY(op.combine(out + at_r, acc, windows.peer(j, chunk) + at_r, len));
+        acc = out + at_r;
+      }
+      PG_KIT_CO_TRY(op.finish_avg(out + at_r, len));
+      std::memcpy(mine + at_r, out + at_r, len * es);
     }
-    PG_KIT_CO_TRY(op.finish_avg(out + at(r), n));
-    std::memcpy(mine + at(r), out + at(r), n * es);
     PG_KIT_CO_TRY(co_await handshake(op, windows));  // every block is reduced
     for (int b = 0; b < p; ++b) {
       if (b != r) std::memcpy(out + at(b), windows.peer(b, chunk) + at(b), blocks.len(b) * es);
