@@ -256,6 +256,7 @@ Status UcxGroup::submit(const pg_backend_op_t& desc, std::shared_ptr<Work>* out)
   last_activity_ = now;
   raw->task.start();  // posts its first messages now
   settle(raw);
+  submits_.fetch_add(1);       // before kick_thread reads thread_idle_ (progress_loop)
   kick_thread(Kick::kIfIdle);  // when it idles: it returns to its short period
   return {};
 }

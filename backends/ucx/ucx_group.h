@@ -230,9 +230,10 @@ class UcxGroup : public std::enable_shared_from_this<UcxGroup> {
   // The progress thread sleeps on thread_cv_ under thread_mu_, not mu_ (ucx_progress.cc).
   std::mutex thread_mu_;
   std::condition_variable thread_cv_;
-  bool thread_idle_ = false;  // under thread_mu_, as are the two below
-  bool thread_kicked_ = false;
+  bool thread_kicked_ = false;  // under thread_mu_, as is thread_stop_
   bool thread_stop_ = false;
+  std::atomic<bool> thread_idle_{false};      // asleep for want of work: a submission kicks it
+  std::atomic<uint64_t> submits_{0};          // how a submission that just missed that shows
   std::atomic<int> waiting_{0};               // callers inside wait_for
   std::atomic<Clock::rep> last_wait_end_{0};  // when the last one left it
   enum class Kick { kIfIdle, kAlways, kStop };

@@ -257,9 +257,9 @@ void UcxGroup::poll_for_test() {
 // ---- The progress thread ------------------------------------------------------------------
 
 void UcxGroup::kick_thread(Kick why) {
+  if (why == Kick::kIfIdle && !thread_idle_.load()) return;  // it looks within a period anyway
   std::lock_guard<std::mutex> sleep(thread_mu_);
   if (why == Kick::kStop) thread_stop_ = true;
-  if (why == Kick::kIfIdle && !thread_idle_) return;  // it looks within a period anyway
   thread_kicked_ = true;
   thread_cv_.notify_one();
 }
@@ -271,14 +271,19 @@ void UcxGroup::kick_thread(Kick why) {
 void UcxGroup::progress_loop() {
   auto period = kActivePeriod;
   bool idle = false;  // nothing issued for kIdleAfter: a submission kicks the thread
+  uint64_t seen = 0;  // submits_ when it judged the group idle
   for (;;) {
     bool kicked = false;
     {
       std::unique_lock<std::mutex> sleep(thread_mu_);
-      thread_idle_ = idle;
-      thread_cv_.wait_for(sleep, period, [this] { return thread_kicked_ || thread_stop_; });
+      thread_idle_.store(idle);
+      // A submission between that judgement and the store above found no idle thread to
+      // kick: its count shows (both sides are sequentially consistent, so one sees the other).
+      const auto submitted = [&] { return idle && submits_.load() != seen; };
+      thread_cv_.wait_for(sleep, period,
+                          [&] { return thread_kicked_ || thread_stop_ || submitted(); });
       if (thread_stop_) break;
-      kicked = std::exchange(thread_kicked_, false);
+      kicked = std::exchange(thread_kicked_, false) || submitted();
     }
     // A caller waiting now, or one that left work_wait within the last active period,
     // polls for itself and will most likely wait again at once: leave it the mutex.
@@ -293,6 +298,7 @@ void UcxGroup::progress_loop() {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) break;
     idle = now - last_activity_ >= kIdleAfter;
+    if (idle) seen = submits_.load();
     period = idle ? std::min(period * 2, kIdlePeriod) : kActivePeriod;
     if (poller_active_) continue;
     if (ops_ == nullptr) {
